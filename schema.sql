@@ -1,0 +1,84 @@
+-- ackd schema. The binary embeds this file and applies it at startup
+-- (`ackd migrate` does the same by hand). Times are integer milliseconds since
+-- the Unix epoch; the views show them as UTC text for the sqlite3 CLI.
+--
+-- Migration model: PRAGMA user_version holds the applied version. Each
+-- "-- migrate: N" section below runs once, in order, in one transaction.
+-- Never edit a released section: add a new one.
+
+-- migrate: 1
+
+-- One row per accepted Slack request: an Events API event_id, or an operation
+-- id ("cmd:"/"ix:" + trigger_id) for slash commands and interactions. The
+-- primary key is what decides which of N concurrent deliveries is "first".
+CREATE TABLE slack_event_receipts (
+  event_id    TEXT    PRIMARY KEY,
+  event_type  TEXT    NOT NULL,
+  received_at INTEGER NOT NULL
+);
+CREATE INDEX slack_event_receipts_received_at ON slack_event_receipts (received_at);
+
+-- One row per side effect. idempotency_key is "{event_id}:{route}" or, for
+-- message-keyed routes, "{channel}:{ts}:{route}"; a redelivery inserts nothing.
+CREATE TABLE outbox (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  idempotency_key  TEXT    NOT NULL UNIQUE,
+  effect           TEXT    NOT NULL CHECK (effect <> ''),
+  payload          TEXT    NOT NULL CHECK (json_valid(payload)),
+  status           TEXT    NOT NULL DEFAULT 'pending'
+                           CHECK (status IN ('pending', 'done', 'parked')),
+  attempts         INTEGER NOT NULL DEFAULT 0,
+  claim_token      TEXT,              -- set by the sweep that holds the lease
+  claim_expires_at INTEGER,           -- lease end; rows are released only by expiry
+  next_attempt_at  INTEGER NOT NULL,  -- not claimable before this (backoff)
+  last_error       TEXT,
+  result           TEXT,              -- JSON from the effect, e.g. {"channel":…,"ts":…}
+  created_at       INTEGER NOT NULL,
+  completed_at     INTEGER
+);
+-- Serves the claim query (pending rows by due time) and the pending-age stat.
+CREATE INDEX outbox_claimable ON outbox (status, next_attempt_at, id);
+-- Serves pruning of done rows.
+CREATE INDEX outbox_done ON outbox (completed_at) WHERE status = 'done';
+
+-- Views for operators: `sqlite3 /var/lib/ackd/ackd.db 'SELECT * FROM queue_summary'`.
+CREATE VIEW outbox_readable AS
+SELECT id,
+       idempotency_key,
+       effect,
+       status,
+       attempts,
+       strftime('%Y-%m-%d %H:%M:%f', created_at / 1000.0, 'unixepoch')      AS created,
+       strftime('%Y-%m-%d %H:%M:%f', next_attempt_at / 1000.0, 'unixepoch') AS next_attempt,
+       CASE WHEN claim_expires_at IS NOT NULL
+            THEN strftime('%Y-%m-%d %H:%M:%f', claim_expires_at / 1000.0, 'unixepoch') END AS lease_until,
+       CASE WHEN completed_at IS NOT NULL
+            THEN strftime('%Y-%m-%d %H:%M:%f', completed_at / 1000.0, 'unixepoch') END AS completed,
+       last_error,
+       result
+  FROM outbox;
+
+CREATE VIEW queue_summary AS
+SELECT status,
+       count(*) AS rows,
+       strftime('%Y-%m-%d %H:%M:%S', min(created_at) / 1000.0, 'unixepoch') AS oldest_created,
+       max(attempts) AS max_attempts
+  FROM outbox
+ GROUP BY status;
+
+CREATE VIEW parked AS
+SELECT id,
+       idempotency_key,
+       effect,
+       attempts,
+       strftime('%Y-%m-%d %H:%M:%S', created_at / 1000.0, 'unixepoch') AS created,
+       last_error
+  FROM outbox
+ WHERE status = 'parked'
+ ORDER BY id;
+
+CREATE VIEW receipts_readable AS
+SELECT event_id,
+       event_type,
+       strftime('%Y-%m-%d %H:%M:%f', received_at / 1000.0, 'unixepoch') AS received
+  FROM slack_event_receipts;

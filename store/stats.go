@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// Queue is the cheap view of the outbox used by metrics, health and
+// sd_notify: rows by status and the age of the oldest pending row.
+type Queue struct {
+	Pending, Done, Parked int64
+	OldestPending         time.Duration // 0 when nothing is pending
+}
+
+// Stats adds what the status command shows.
+type Stats struct {
+	Queue
+	Receipts      int64
+	Leased        int64 // pending rows under an unexpired lease
+	SchemaVersion int
+}
+
+// Queue counts outbox rows by status (from the status index) and measures
+// the oldest pending row.
+func (s *Store) Queue(ctx context.Context) (Queue, error) {
+	var q Queue
+	res, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM outbox GROUP BY status`)
+	if err != nil {
+		return q, fmt.Errorf("queue stats: %w", err)
+	}
+	defer res.Close()
+	for res.Next() {
+		var st string
+		var n int64
+		if err := res.Scan(&st, &n); err != nil {
+			return q, fmt.Errorf("queue stats: %w", err)
+		}
+		switch st {
+		case StatusPending:
+			q.Pending = n
+		case StatusDone:
+			q.Done = n
+		case StatusParked:
+			q.Parked = n
+		}
+	}
+	if err := res.Err(); err != nil {
+		return q, fmt.Errorf("queue stats: %w", err)
+	}
+	var oldest sql.NullInt64
+	if err := s.r.QueryRowContext(ctx,
+		`SELECT min(created_at) FROM outbox WHERE status = 'pending'`).Scan(&oldest); err != nil {
+		return q, fmt.Errorf("queue stats: %w", err)
+	}
+	if oldest.Valid {
+		q.OldestPending = max(0, s.opts.Now().Sub(time.UnixMilli(oldest.Int64)))
+	}
+	return q, nil
+}
+
+// Stats returns the queue plus receipt and lease counts.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	q, err := s.Queue(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	st := Stats{Queue: q}
+	now := ms(s.opts.Now())
+	err = s.r.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM slack_event_receipts),
+		(SELECT count(*) FROM outbox WHERE status = 'pending' AND claim_expires_at > ?),
+		(SELECT user_version FROM pragma_user_version)`, now).
+		Scan(&st.Receipts, &st.Leased, &st.SchemaVersion)
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	return st, nil
+}
+
+// HasReceipt reports whether a receipt exists for eventID.
+func (s *Store) HasReceipt(ctx context.Context, eventID string) (bool, error) {
+	var n int
+	err := s.r.QueryRowContext(ctx,
+		`SELECT count(*) FROM slack_event_receipts WHERE event_id = ?`, eventID).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("has receipt: %w", err)
+	}
+	return n > 0, nil
+}
+
+// CheckWrite takes and releases the write lock: the health check. It fails
+// when another process holds the lock past ctx's deadline, or the file
+// cannot be written.
+func (s *Store) CheckWrite(ctx context.Context) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		// A write that changes nothing proves the file is writable, which
+		// BEGIN IMMEDIATE alone does not on every read-only failure.
+		_, err := tx.ExecContext(ctx, `UPDATE outbox SET id = id WHERE 0`)
+		return err
+	})
+}
+
+// IntegrityCheck runs PRAGMA integrity_check and returns its first line ("ok").
+func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
+	var v string
+	err := s.r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&v)
+	return v, err
+}

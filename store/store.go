@@ -1,0 +1,334 @@
+// Package store owns ackd's SQLite file: opening it with the right pragmas,
+// migrating it from schema.sql, recording intents before the ack, and the
+// outbox lease protocol the sweep runs on.
+//
+// Leases. A sweep claims rows with one UPDATE that stamps a random claim token
+// and a lease expiry on rows that are pending, due, and free (no lease, an
+// expired lease, or already ours). Only the holder of the token may move a row
+// on: Complete and Fail are fenced by "AND claim_token = ?", and a fence that
+// matches nothing is reported (ErrLeaseLost semantics: held == false), never
+// ignored. Nothing releases a lease early; a crashed sweep's rows come back
+// when their lease expires.
+//
+//	          Claim(token)                 Complete(token)
+//	pending ───────────────▶ pending+lease ───────────────▶ done ──Prune──▶ (gone)
+//	   ▲  ▲                      │  │
+//	   │  └── lease expires ─────┘  │ Fail(token): retryable → pending, later
+//	   │                            │              rate limited → pending, at Retry-After
+//	   └── Requeue (operator) ◀── parked ◀──────── permanent, or attempts exhausted
+//
+// Writes go through one writer connection with BEGIN IMMEDIATE; intents that
+// arrive together are group-committed in one transaction (see RecordIntent).
+// Reads for inspection and metrics use a separate read-only pool. Other
+// processes (a hand-run `ackd sweep --once`) share the file through WAL and
+// busy_timeout.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Sentinel errors callers branch on.
+var (
+	ErrNotFound = errors.New("outbox row not found")
+	ErrClosed   = errors.New("store is closed")
+)
+
+// Options tune a Store. The zero value is the production default.
+type Options struct {
+	// Synchronous is "FULL" (default: an ack survives power loss) or
+	// "NORMAL" (an ack survives a process crash only).
+	Synchronous string
+	// BusyTimeout is how long a statement waits for another connection's
+	// write lock (default 5s).
+	BusyTimeout time.Duration
+	// Now is the clock; tests move it. Default time.Now.
+	Now func() time.Time
+	// MaxAttempts parks a row after this many retryable failures (default 8).
+	MaxAttempts int
+	// BackoffBase is the delay before the second attempt; it doubles per
+	// attempt up to BackoffMax (defaults 10s and 1h). Each delay is
+	// jittered into [d/2, d].
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// Schema is the text of schema.sql (the binary embeds it).
+	Schema string
+	// MaxBatch caps how many intents one group commit carries (default 256).
+	MaxBatch int
+}
+
+func (o *Options) setDefaults() error {
+	switch strings.ToUpper(o.Synchronous) {
+	case "":
+		o.Synchronous = "FULL"
+	case "FULL", "NORMAL":
+		o.Synchronous = strings.ToUpper(o.Synchronous)
+	default:
+		return fmt.Errorf("synchronous must be FULL or NORMAL, not %q", o.Synchronous)
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 5 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 8
+	}
+	if o.BackoffBase <= 0 {
+		o.BackoffBase = 10 * time.Second
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = time.Hour
+	}
+	if o.BackoffMax < o.BackoffBase {
+		o.BackoffMax = o.BackoffBase
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	if o.Schema == "" {
+		return errors.New("no schema given")
+	}
+	return nil
+}
+
+// Store is an open ackd database.
+type Store struct {
+	path string
+	opts Options
+	w    *sql.DB // exactly one connection: every write, BEGIN IMMEDIATE
+	r    *sql.DB // read-only pool for inspection and metrics
+
+	intents chan *intentReq
+	wg      sync.WaitGroup
+	mu      sync.RWMutex // guards closed against sends on intents
+	closed  bool
+
+	busy atomic.Int64 // SQLITE_BUSY / SQLITE_LOCKED errors seen
+}
+
+// Open opens (creating if needed) the database at path and migrates it.
+// Every error names the path.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	s, err := open(ctx, path, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	if path == "" {
+		return nil, errors.New("empty path")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		st, err := os.Stat(dir)
+		if err != nil {
+			return nil, fmt.Errorf("directory %s: %w", dir, errors.Unwrap(err))
+		}
+		if !st.IsDir() {
+			return nil, fmt.Errorf("%s is not a directory", dir)
+		}
+	}
+	// Create the file ourselves so it is 0600 whatever the umask; SQLite
+	// gives the -wal and -shm files the database file's permissions.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, os.ErrExist) {
+		return nil, errors.Unwrap(err)
+	}
+
+	w, err := sql.Open("sqlite", dsn(path, opts, false))
+	if err != nil {
+		return nil, err
+	}
+	// One writer connection: SQLite has one write lock per file anyway, and a
+	// single connection lets group commit batch intents without contention.
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+
+	s := &Store{path: path, opts: opts, w: w, intents: make(chan *intentReq, 4096)}
+	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, sqliteReason(err)
+	}
+
+	r, err := sql.Open("sqlite", dsn(path, opts, true))
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	s.r = r
+
+	s.wg.Add(1)
+	go s.committer()
+	return s, nil
+}
+
+// dsn builds the modernc DSN. Each pragma runs on every new connection:
+//   - busy_timeout: wait for another process's write lock instead of failing
+//     at once (the daemon and `ackd sweep --once` share the file);
+//   - journal_mode=WAL: readers (sqlite3 CLI, metrics) never block the writer;
+//   - synchronous: FULL fsyncs every commit (an ack survives power loss),
+//     NORMAL only at checkpoints (an ack survives a process crash);
+//   - foreign_keys: on, as SQLite should have defaulted to;
+//   - _txlock=immediate: database/sql's BEGIN becomes BEGIN IMMEDIATE, so a
+//     write transaction takes the write lock up front and never fails midway
+//     upgrading a read lock;
+//   - query_only on the read pool: inspection can never write by mistake.
+func dsn(path string, o Options, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+o.Synchronous+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return path + "?" + q.Encode()
+}
+
+// Path is the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.opts.Now() }
+
+// Options returns the effective options.
+func (s *Store) Options() Options { return s.opts }
+
+// BusyErrors counts SQLITE_BUSY and SQLITE_LOCKED errors seen so far.
+func (s *Store) BusyErrors() int64 { return s.busy.Load() }
+
+// Close stops the group committer after it has answered every queued intent,
+// then closes both pools. It reports every error.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.intents)
+	s.mu.Unlock()
+	s.wg.Wait()
+	var errs []error
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	// A clean close checkpoints the WAL into the main file.
+	errs = append(errs, s.w.Close())
+	return errors.Join(errs...)
+}
+
+// inTx runs fn in one BEGIN IMMEDIATE transaction on the writer connection,
+// rolling back on error and on panic.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return s.note(fmt.Errorf("begin: %w", err))
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		}
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return s.note(err)
+	}
+	if err = tx.Commit(); err != nil {
+		return s.note(fmt.Errorf("commit: %w", err))
+	}
+	return nil
+}
+
+// note counts busy/locked errors and returns err unchanged.
+func (s *Store) note(err error) error {
+	if IsBusy(err) {
+		s.busy.Add(1)
+	}
+	return err
+}
+
+// IsBusy reports whether err is SQLite's "database is locked/busy".
+func IsBusy(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return true
+		}
+	}
+	return false
+}
+
+// IsReadOnly reports whether err is SQLite's "attempt to write a readonly database".
+func IsReadOnly(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY
+}
+
+// sqliteReason turns driver errors into one readable line.
+func sqliteReason(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_NOTADB:
+			return fmt.Errorf("not an SQLite database: %w", err)
+		case sqlite3.SQLITE_READONLY:
+			return fmt.Errorf("database is read-only: %w", err)
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM:
+			return fmt.Errorf("cannot open the file: %w", err)
+		}
+	}
+	return err
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMilli(v.Int64)
+}
+
+// backoff is the delay before attempt n+1 after n failed attempts:
+// base·2^(n-1) capped at max, jittered into [d/2, d].
+func (s *Store) backoff(n int) time.Duration {
+	d := s.opts.BackoffBase
+	for i := 1; i < n && d < s.opts.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, s.opts.BackoffMax)
+	half := d / 2
+	return half + rand.N(d-half+1)
+}

@@ -1,0 +1,90 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ackd/ackd/store"
+)
+
+// Job is one claimed outbox row handed to a performer.
+type Job struct {
+	Row     store.Row
+	Payload Payload
+	Attempt int // 1 for the first attempt: Row.Attempts + 1
+}
+
+// Outcome is what a successful effect reports. Result is stored in
+// outbox.result (JSON, or empty); FollowUps are enqueued in the same
+// transaction as the fenced completion, and only if the fence holds.
+type Outcome struct {
+	Result    string
+	FollowUps []store.NewRow
+}
+
+// Performer performs one effect kind. It must honour ctx (the effect's
+// timeout, shorter than the lease) and return nil or an error; errors that
+// are not a *Failure are treated as retryable.
+type Performer interface {
+	Perform(ctx context.Context, job Job) (Outcome, error)
+}
+
+// PerformerFunc adapts a function to Performer.
+type PerformerFunc func(ctx context.Context, job Job) (Outcome, error)
+
+// Perform calls f.
+func (f PerformerFunc) Perform(ctx context.Context, job Job) (Outcome, error) { return f(ctx, job) }
+
+// Registry maps an outbox row's effect name to its performer.
+type Registry map[string]Performer
+
+// Class says what the sweep does with a failed attempt.
+type Class int
+
+const (
+	Retryable   Class = iota // back off and try again; park when attempts run out
+	Permanent                // park now: retrying cannot help
+	RateLimited              // try again after RetryAfter without spending an attempt
+)
+
+func (c Class) String() string {
+	switch c {
+	case Permanent:
+		return "permanent"
+	case RateLimited:
+		return "rate_limited"
+	default:
+		return "retryable"
+	}
+}
+
+// Failure is a classified effect error.
+type Failure struct {
+	Class      Class
+	RetryAfter time.Duration // RateLimited only
+	Code       string        // short machine code: a Slack error ("channel_not_found"), "http_503", "timeout"…
+	Err        error
+}
+
+func (f *Failure) Error() string {
+	if f.Code != "" && f.Err != nil && f.Err.Error() != f.Code {
+		return fmt.Sprintf("%s: %v", f.Code, f.Err)
+	}
+	if f.Err != nil {
+		return f.Err.Error()
+	}
+	return f.Code
+}
+
+func (f *Failure) Unwrap() error { return f.Err }
+
+// AsFailure classifies any error: a *Failure as itself, anything else as retryable.
+func AsFailure(err error) *Failure {
+	var f *Failure
+	if errors.As(err, &f) {
+		return f
+	}
+	return &Failure{Class: Retryable, Err: err}
+}

@@ -1,0 +1,135 @@
+package sweep
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/template"
+	"time"
+)
+
+// Payload is the JSON stored in outbox.payload. It carries everything needed
+// to perform the effect, so `ackd sweep --once` needs no routes: the route's
+// effect parameters, the facts of the Slack request that produced it, and the
+// raw request (envelope, command form or interaction payload) for forward.
+type Payload struct {
+	Route     string          `json:"route"`
+	Source    string          `json:"source"` // SourceEvent, SourceCommand, SourceInteraction, SourceReply
+	TimeoutMS int64           `json:"timeout_ms,omitempty"`
+	Params    Params          `json:"params"`
+	Facts     Facts           `json:"facts"`
+	Raw       json.RawMessage `json:"raw,omitempty"`
+}
+
+// Sources of a payload.
+const (
+	SourceEvent       = "event"       // Events API event_callback; Raw is the whole envelope
+	SourceCommand     = "command"     // slash command; Raw is the form as a JSON object of strings
+	SourceInteraction = "interaction" // interactivity; Raw is the payload JSON
+	SourceReply       = "reply"       // follow-up enqueued from a forward reply; Raw is the reply JSON
+)
+
+// Params are a route's effect parameters. Fields marked "template" are Go
+// text/template sources rendered over Data at perform time, unless Literal.
+type Params struct {
+	Channel         string          `json:"channel,omitempty"`   // post/update: template; default the event's channel
+	Text            string          `json:"text,omitempty"`      // post/update/respond: template
+	Blocks          json.RawMessage `json:"blocks,omitempty"`    // post/update/respond: Block Kit JSON, sent as is
+	Thread          bool            `json:"thread,omitempty"`    // post: reply in the event's thread
+	ThreadTS        string          `json:"thread_ts,omitempty"` // post: explicit thread ts (follow-ups)
+	Reaction        string          `json:"reaction,omitempty"`  // react
+	TS              string          `json:"ts,omitempty"`        // update: template; default the event's ts
+	URL             string          `json:"url,omitempty"`       // forward
+	ResponseURL     string          `json:"response_url,omitempty"`
+	ResponseType    string          `json:"response_type,omitempty"` // respond: "ephemeral" | "in_channel"
+	ReplaceOriginal bool            `json:"replace_original,omitempty"`
+	Literal         bool            `json:"literal,omitempty"` // Text/Channel/TS are plain strings, not templates
+}
+
+// Facts are what ackd extracted from the Slack request at ack time.
+type Facts struct {
+	EventID     string          `json:"event_id,omitempty"` // event_id, or the operation id for commands/interactions
+	Team        string          `json:"team,omitempty"`
+	User        string          `json:"user,omitempty"`
+	Channel     string          `json:"channel,omitempty"`
+	TS          string          `json:"ts,omitempty"`
+	ThreadTS    string          `json:"thread_ts,omitempty"`
+	Text        string          `json:"text,omitempty"`
+	Command     string          `json:"command,omitempty"`
+	CallbackID  string          `json:"callback_id,omitempty"`
+	ActionID    string          `json:"action_id,omitempty"`
+	Value       string          `json:"value,omitempty"`
+	TriggerID   string          `json:"trigger_id,omitempty"`
+	ResponseURL string          `json:"response_url,omitempty"`
+	Event       json.RawMessage `json:"event,omitempty"` // the raw inner event (Events API)
+}
+
+// Timeout is the effect's deadline, or def when the payload names none.
+func (p Payload) Timeout(def time.Duration) time.Duration {
+	if p.TimeoutMS > 0 {
+		return time.Duration(p.TimeoutMS) * time.Millisecond
+	}
+	return def
+}
+
+// DecodePayload parses an outbox payload.
+func DecodePayload(s string) (Payload, error) {
+	var p Payload
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		return Payload{}, fmt.Errorf("decode payload: %w", err)
+	}
+	return p, nil
+}
+
+// Encode returns the payload as the JSON string stored in the outbox.
+func (p Payload) Encode() (string, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", fmt.Errorf("encode payload: %w", err)
+	}
+	return string(b), nil
+}
+
+// Data is the value templates are executed over.
+type Data struct {
+	Text, User, Channel, TS, ThreadTS, Team string
+	Command                                 string
+	ActionID, Value                         string
+	EventID                                 string
+	Event                                   map[string]any
+}
+
+// Data builds the template value from the facts.
+func (f Facts) Data() Data {
+	d := Data{
+		Text: f.Text, User: f.User, Channel: f.Channel, TS: f.TS, ThreadTS: f.ThreadTS,
+		Team: f.Team, Command: f.Command, ActionID: f.ActionID, Value: f.Value, EventID: f.EventID,
+	}
+	if len(f.Event) > 0 {
+		_ = json.Unmarshal(f.Event, &d.Event) // best effort: .Event stays nil if it is not an object
+	}
+	return d
+}
+
+// ParseTemplate checks a template source; config validation uses it so that a
+// broken template fails startup instead of parking rows.
+func ParseTemplate(name, src string) (*template.Template, error) {
+	return template.New(name).Option("missingkey=zero").Parse(src)
+}
+
+// Render executes src over the payload's facts, or returns it unchanged when
+// the payload is Literal.
+func (p Payload) Render(src string) (string, error) {
+	if p.Params.Literal || !strings.Contains(src, "{{") {
+		return src, nil
+	}
+	t, err := ParseTemplate(p.Route, src)
+	if err != nil {
+		return "", fmt.Errorf("template: %w", err)
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, p.Facts.Data()); err != nil {
+		return "", fmt.Errorf("template: %w", err)
+	}
+	return b.String(), nil
+}
