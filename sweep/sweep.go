@@ -1,0 +1,246 @@
+// Package sweep performs outbox rows: one sweep claims a bounded batch under
+// a fresh random claim token, performs each row's effect with a bounded
+// number of workers and a per-effect timeout shorter than the lease, and
+// completes or fails each row fenced by that token.
+//
+// The same RunOnce serves the daemon's ticker, its immediate trigger after a
+// first delivery, and `ackd sweep --once`; a row carries everything needed to
+// perform it, so sweep never needs the routes and never imports daemon.
+//
+// Delivery is at-least-once: the effect happens before its completion is
+// written, so a crash (or a lost lease) between the two repeats the effect.
+package sweep
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ackd/ackd/store"
+)
+
+// Config bounds one sweep.
+type Config struct {
+	Batch          int           // rows claimed per sweep (default 25)
+	Workers        int           // effects performed at once (default 4)
+	Lease          time.Duration // claim lease (default 10m); must exceed every effect timeout
+	DefaultTimeout time.Duration // effect timeout when the row names none (default 10s)
+}
+
+func (c *Config) setDefaults() {
+	if c.Batch <= 0 {
+		c.Batch = 25
+	}
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.Lease <= 0 {
+		c.Lease = 10 * time.Minute
+	}
+	if c.DefaultTimeout <= 0 {
+		c.DefaultTimeout = 10 * time.Second
+	}
+}
+
+// Outcomes of one attempt, as logged and observed.
+const (
+	OutcomeDone        = "done"
+	OutcomeRetry       = "retry"
+	OutcomeRateLimited = "rate_limited"
+	OutcomeParked      = "parked"
+	OutcomeFenced      = "fenced"    // the lease was lost before the result was written
+	OutcomeAbandoned   = "abandoned" // shutdown cancelled the effect; the lease will expire
+)
+
+// Observer receives what a sweep did (metrics). Implementations must be safe
+// for concurrent use.
+type Observer interface {
+	Attempt(effect, outcome string, took time.Duration)
+	Swept(took time.Duration, r Result, err error)
+}
+
+// Result counts one sweep's rows by what happened to them.
+type Result struct {
+	Claimed, Done, Retried, Parked, Fenced, Abandoned int
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("claimed=%d done=%d retried=%d parked=%d fenced=%d",
+		r.Claimed, r.Done, r.Retried, r.Parked, r.Fenced)
+}
+
+// Sweeper runs sweeps over one store.
+type Sweeper struct {
+	store *store.Store
+	reg   Registry
+	cfg   Config
+	log   *slog.Logger
+	obs   Observer
+}
+
+// New returns a Sweeper. obs may be nil.
+func New(st *store.Store, reg Registry, cfg Config, log *slog.Logger, obs Observer) *Sweeper {
+	cfg.setDefaults()
+	return &Sweeper{store: st, reg: reg, cfg: cfg, log: log.With("component", "sweep"), obs: obs}
+}
+
+// Config returns the effective configuration.
+func (s *Sweeper) Config() Config { return s.cfg }
+
+// NewToken returns a random claim token.
+func NewToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// RunOnce claims one batch and performs it. Its error is for the database
+// failing; effect failures are recorded on their rows and counted in Result.
+// Cancelling ctx cancels in-flight effects; their rows are left to lease
+// expiry rather than marked failed.
+func (s *Sweeper) RunOnce(ctx context.Context) (Result, error) {
+	start := time.Now()
+	res, err := s.runOnce(ctx)
+	if s.obs != nil {
+		s.obs.Swept(time.Since(start), res, err)
+	}
+	return res, err
+}
+
+func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
+	token := NewToken()
+	rows, err := s.store.Claim(ctx, token, s.cfg.Batch, s.cfg.Lease)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Claimed: len(rows)}
+	if len(rows) == 0 {
+		return res, nil
+	}
+	outcomes := make([]string, len(rows))
+	errs := make([]error, len(rows))
+	var g errgroup.Group
+	g.SetLimit(s.cfg.Workers)
+	for i, row := range rows {
+		g.Go(func() error {
+			outcomes[i], errs[i] = s.perform(ctx, token, row)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	var dbErr error
+	for i, o := range outcomes {
+		switch o {
+		case OutcomeDone:
+			res.Done++
+		case OutcomeRetry, OutcomeRateLimited:
+			res.Retried++
+		case OutcomeParked:
+			res.Parked++
+		case OutcomeFenced:
+			res.Fenced++
+		case OutcomeAbandoned:
+			res.Abandoned++
+		}
+		if errs[i] != nil && dbErr == nil {
+			dbErr = errs[i]
+		}
+	}
+	return res, dbErr
+}
+
+// perform runs one row's effect and records the result, fenced by token. Its
+// error is a database error; the effect's own failure is recorded on the row.
+func (s *Sweeper) perform(ctx context.Context, token string, row store.Row) (outcome string, err error) {
+	job := Job{Row: row, Attempt: row.Attempts + 1}
+	log := s.log.With("id", row.ID, "key", row.Key, "effect", row.Effect, "attempt", job.Attempt)
+	start := time.Now()
+	var effErr error
+	var out Outcome
+	p, decErr := DecodePayload(row.Payload)
+	perf, known := s.reg[row.Effect]
+	switch {
+	case decErr != nil:
+		effErr = &Failure{Class: Permanent, Code: "bad_payload", Err: decErr}
+	case !known:
+		effErr = &Failure{Class: Permanent, Code: "unknown_effect",
+			Err: fmt.Errorf("no performer for effect %q in this ackd", row.Effect)}
+	default:
+		job.Payload = p
+		// The effect's deadline stays inside the lease, so a row is never
+		// performed twice at once because its effect overran the lease.
+		timeout := min(p.Timeout(s.cfg.DefaultTimeout), s.cfg.Lease*9/10)
+		ectx, cancel := context.WithTimeout(ctx, timeout)
+		out, effErr = perf.Perform(ectx, job)
+		cancel()
+	}
+	took := time.Since(start)
+	defer func() {
+		if s.obs != nil {
+			s.obs.Attempt(row.Effect, outcome, took)
+		}
+	}()
+
+	// Record the result even if shutdown began after the effect finished;
+	// an effect that was itself cut short by shutdown is left to its lease.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if effErr == nil {
+		held, err := s.store.Complete(wctx, row.ID, token, out.Result, out.FollowUps)
+		if err != nil {
+			log.Error("effect performed but completion not recorded; it will repeat after the lease",
+				"outcome", "error", "latency_ms", took.Milliseconds(), "err", err)
+			return "", err
+		}
+		if !held {
+			log.Warn("lease lost before completion: another sweep holds the row and will repeat the effect; the lease is too short for this effect",
+				"outcome", OutcomeFenced, "latency_ms", took.Milliseconds(), "lease", s.cfg.Lease)
+			return OutcomeFenced, nil
+		}
+		log.Info("effect done", "outcome", OutcomeDone, "latency_ms", took.Milliseconds(), "follow_ups", len(out.FollowUps))
+		return OutcomeDone, nil
+	}
+
+	if ctx.Err() != nil {
+		log.Warn("effect cancelled by shutdown; the row is retried when its lease expires",
+			"outcome", OutcomeAbandoned, "latency_ms", took.Milliseconds())
+		return OutcomeAbandoned, nil
+	}
+	f := AsFailure(effErr)
+	kind := store.FailRetryable
+	switch f.Class {
+	case Permanent:
+		kind = store.FailPermanent
+	case RateLimited:
+		kind = store.FailRateLimited
+	}
+	fr, err := s.store.Fail(wctx, row.ID, token, kind, f.Error(), f.RetryAfter)
+	if err != nil {
+		log.Error("effect failed and the failure was not recorded", "code", f.Code, "err", err)
+		return "", err
+	}
+	switch {
+	case !fr.Held:
+		log.Warn("lease lost before the failure was recorded; the lease is too short for this effect",
+			"outcome", OutcomeFenced, "code", f.Code, "latency_ms", took.Milliseconds(), "lease", s.cfg.Lease)
+		return OutcomeFenced, nil
+	case fr.Status == store.StatusParked:
+		log.Error("effect parked: needs an operator (ackd outbox show / retry)",
+			"outcome", OutcomeParked, "class", f.Class.String(), "code", f.Code,
+			"latency_ms", took.Milliseconds(), "err", f.Error())
+		return OutcomeParked, nil
+	case f.Class == RateLimited:
+		log.Warn("effect rate limited", "outcome", OutcomeRateLimited, "code", f.Code,
+			"retry_after", f.RetryAfter, "latency_ms", took.Milliseconds())
+		return OutcomeRateLimited, nil
+	default:
+		log.Warn("effect failed; will retry", "outcome", OutcomeRetry, "code", f.Code,
+			"next_attempt_at", fr.NextAttemptAt, "latency_ms", took.Milliseconds(), "err", f.Error())
+		return OutcomeRetry, nil
+	}
+}
