@@ -1,0 +1,289 @@
+// Package fakeslack is a small stand-in for Slack in tests: a Web API server
+// (chat.postMessage, chat.update, reactions.add) and a recording endpoint for
+// response_url and forward targets, both on 127.0.0.1.
+//
+// The Web API speaks Slack's wire format: form-encoded requests, HTTP 200 with
+// {"ok":true,…} or {"ok":false,"error":"…"}, HTTP 429 with Retry-After. Every
+// call is recorded. Responses are scripted per method and used in order; when
+// a method's script runs out the call succeeds. A call whose token is not the
+// server's gets invalid_auth (or not_authed when it has none).
+//
+// Limits: it validates nothing else (no channel, scope or block checks) and
+// keeps no messages, so chat.update of an unknown ts succeeds.
+package fakeslack
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Call is one Web API request as the server received it.
+type Call struct {
+	Method string     // "chat.postMessage"
+	Token  string     // from "Authorization: Bearer …", else the form's token field
+	Auth   string     // the Authorization header as sent (slack-go sends the token in the form instead)
+	Params url.Values // every form parameter, token included
+	Time   time.Time
+}
+
+// Response is one scripted answer. The zero value is the method's normal
+// success envelope.
+type Response struct {
+	Status     int           // HTTP status; 0 means 200
+	Error      string        // when set: {"ok":false,"error":Error}
+	RetryAfter string        // Retry-After header value, sent as is when set
+	Body       string        // when set: the body, sent as is (Error and the envelope are ignored)
+	Delay      time.Duration // wait this long (or until the client gives up) before answering
+}
+
+// OK is the method's normal success.
+func OK() Response { return Response{} }
+
+// Err is HTTP 200 {"ok":false,"error":code}, how Slack reports method errors.
+func Err(code string) Response { return Response{Error: code} }
+
+// RateLimited is HTTP 429 with Retry-After: retryAfter, or with no header
+// when retryAfter is empty.
+func RateLimited(retryAfter string) Response {
+	return Response{Status: http.StatusTooManyRequests, RetryAfter: retryAfter, Error: "ratelimited"}
+}
+
+// Status is a bare HTTP status with a short text body, like Slack's 5xx pages.
+func Status(code int) Response {
+	return Response{Status: code, Body: http.StatusText(code)}
+}
+
+// Slow is a success that takes d to arrive.
+func Slow(d time.Duration) Response { return Response{Delay: d} }
+
+// Server is a fake Slack Web API.
+type Server struct {
+	srv   *httptest.Server
+	token string
+
+	mu     sync.Mutex
+	calls  []Call
+	script map[string][]Response
+	seq    int
+}
+
+// New starts a Web API server that accepts token and stops it when the test ends.
+func New(tb testing.TB, token string) *Server {
+	tb.Helper()
+	s := &Server{token: token, script: map[string][]Response{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	tb.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the API base with its trailing slash, for slack.OptionAPIURL.
+func (s *Server) URL() string { return s.srv.URL + "/" }
+
+// Script queues responses for method ("chat.postMessage"); each call uses the
+// next one, and calls after the last succeed.
+func (s *Server) Script(method string, rs ...Response) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script[method] = append(s.script[method], rs...)
+}
+
+// Calls returns every call so far, oldest first.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// CallsTo returns the calls to one method, oldest first.
+func (s *Server) CallsTo(method string) []Call {
+	var out []Call
+	for _, c := range s.Calls() {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	c := Call{
+		Method: strings.TrimPrefix(r.URL.Path, "/"),
+		Auth:   r.Header.Get("Authorization"),
+		Params: r.Form,
+		Time:   time.Now(),
+	}
+	c.Token = r.Form.Get("token")
+	if t, ok := strings.CutPrefix(c.Auth, "Bearer "); ok {
+		c.Token = t
+	}
+
+	s.mu.Lock()
+	s.calls = append(s.calls, c)
+	resp, scripted := s.next(c.Method)
+	s.seq++
+	ts := fmt.Sprintf("%d.%06d", 1700000000+s.seq/1000000, s.seq%1000000)
+	s.mu.Unlock()
+
+	switch {
+	case scripted:
+	case c.Token == "":
+		resp = Err("not_authed")
+	case c.Token != s.token:
+		resp = Err("invalid_auth")
+	}
+	write(w, r, resp, func() any { return envelope(c, ts) })
+}
+
+// next pops method's next scripted response; s.mu is held.
+func (s *Server) next(method string) (Response, bool) {
+	q := s.script[method]
+	if len(q) == 0 {
+		return Response{}, false
+	}
+	s.script[method] = q[1:]
+	return q[0], true
+}
+
+// envelope is the success body Slack sends for the call's method.
+func envelope(c Call, ts string) any {
+	p := c.Params
+	switch c.Method {
+	case "chat.postMessage":
+		msg := map[string]any{
+			"type": "message", "subtype": "bot_message", "text": p.Get("text"),
+			"user": "U0FAKEBOT", "bot_id": "B0FAKEBOT", "ts": ts,
+		}
+		if t := p.Get("thread_ts"); t != "" {
+			msg["thread_ts"] = t
+		}
+		return map[string]any{"ok": true, "channel": p.Get("channel"), "ts": ts, "message": msg}
+	case "chat.update":
+		return map[string]any{
+			"ok": true, "channel": p.Get("channel"), "ts": p.Get("ts"), "text": p.Get("text"),
+			"message": map[string]any{"type": "message", "text": p.Get("text"), "user": "U0FAKEBOT", "bot_id": "B0FAKEBOT"},
+		}
+	case "reactions.add":
+		return map[string]any{"ok": true}
+	default:
+		return map[string]any{"ok": false, "error": "unknown_method"}
+	}
+}
+
+// write sends resp; ok builds the success body when resp is a plain success.
+func write(w http.ResponseWriter, r *http.Request, resp Response, ok func() any) {
+	if resp.Delay > 0 {
+		t := time.NewTimer(resp.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if resp.RetryAfter != "" {
+		w.Header().Set("Retry-After", resp.RetryAfter)
+	}
+	status := resp.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	var body []byte
+	switch {
+	case resp.Body != "":
+		body = []byte(resp.Body)
+		if json.Valid(body) {
+			w.Header().Set("Content-Type", "application/json")
+		} else {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		}
+	case resp.Error != "":
+		body, _ = json.Marshal(map[string]any{"ok": false, "error": resp.Error})
+		w.Header().Set("Content-Type", "application/json")
+	default:
+		body, _ = json.Marshal(ok())
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// Post is one request received by a Hook.
+type Post struct {
+	Header http.Header
+	Body   []byte
+	Time   time.Time
+}
+
+// JSON decodes the body into v, failing the test if it is not JSON.
+func (p Post) JSON(tb testing.TB, v any) {
+	tb.Helper()
+	if err := json.Unmarshal(p.Body, v); err != nil {
+		tb.Fatalf("post body %q: %v", p.Body, err)
+	}
+}
+
+// Hook records what is POSTed to it: a Slack response_url, or a team's
+// forward handler. Its default answer is HTTP 200 {"ok":true}; script others
+// (404 "expired_url", 500, Body "ok", a Delay…) with Script.
+type Hook struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	posts  []Post
+	script []Response
+}
+
+// NewHook starts a recording endpoint and stops it when the test ends.
+func NewHook(tb testing.TB) *Hook {
+	tb.Helper()
+	h := &Hook{}
+	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
+	tb.Cleanup(h.srv.Close)
+	return h
+}
+
+// URL is the endpoint's address; any path is accepted.
+func (h *Hook) URL() string { return h.srv.URL + "/hook" }
+
+// Script queues responses; each request uses the next one, later ones get
+// the default.
+func (h *Hook) Script(rs ...Response) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.script = append(h.script, rs...)
+}
+
+// Posts returns every request so far, oldest first.
+func (h *Hook) Posts() []Post {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Post(nil), h.posts...)
+}
+
+func (h *Hook) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	h.mu.Lock()
+	h.posts = append(h.posts, Post{Header: r.Header.Clone(), Body: body, Time: time.Now()})
+	var resp Response
+	if len(h.script) > 0 {
+		resp, h.script = h.script[0], h.script[1:]
+	}
+	h.mu.Unlock()
+	write(w, r, resp, func() any { return map[string]any{"ok": true} })
+}

@@ -1,0 +1,108 @@
+package sweep
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+)
+
+// EffectConfig is what the effect performers need from the daemon.
+type EffectConfig struct {
+	BotToken      string       // xoxb-…; empty: post, react and update park with no_bot_token
+	APIURL        string       // Web API base; empty means Slack's. A trailing slash is added.
+	ForwardSecret string       // signs forward requests; empty sends no X-Ackd-Signature
+	HTTPClient    *http.Client // shared by every effect; nil means a plain client (the job's ctx is the deadline)
+	Logger        *slog.Logger // performers log only at Debug; nil discards
+	Now           func() time.Time
+}
+
+// Effects returns the performers for every effect a route can name: log,
+// post, react, update, forward and respond. They share one Slack client with
+// slack-go's own retries off: a failed attempt goes back to the outbox, which
+// reschedules it, rather than sleeping inside the call.
+func Effects(cfg EffectConfig) Registry {
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	apiURL := cfg.APIURL
+	if apiURL == "" {
+		apiURL = slack.APIURL
+	}
+	if !strings.HasSuffix(apiURL, "/") {
+		apiURL += "/" // slack-go appends the method name to the base as is
+	}
+	e := &effects{cfg: cfg, log: cfg.Logger.With("component", "effects")}
+	if cfg.BotToken != "" {
+		e.api = slack.New(cfg.BotToken, slack.OptionAPIURL(apiURL), slack.OptionHTTPClient(cfg.HTTPClient))
+	}
+	return Registry{
+		"log":     LogEffect(cfg.Logger),
+		"post":    PerformerFunc(e.post),
+		"react":   PerformerFunc(e.react),
+		"update":  PerformerFunc(e.update),
+		"forward": PerformerFunc(e.forward),
+		"respond": PerformerFunc(e.respond),
+	}
+}
+
+// effects holds what the performers share.
+type effects struct {
+	cfg EffectConfig
+	api *slack.Client // nil without a bot token
+	log *slog.Logger
+}
+
+// webAPI returns the Web API client, or the failure that parks a row needing
+// one when no token is configured.
+func (e *effects) webAPI() (*slack.Client, error) {
+	if e.api == nil {
+		return nil, permanent("no_bot_token", "SLACK_BOT_TOKEN is not set; the Web API effects need a bot token")
+	}
+	return e.api, nil
+}
+
+// render renders a template param, or returns def when src is empty.
+func render(p Payload, src, def string) (string, error) {
+	if src == "" {
+		return def, nil
+	}
+	s, err := p.Render(src)
+	if err != nil {
+		return "", permanent("template", "%w", err)
+	}
+	return s, nil
+}
+
+// result encodes an effect's result as the JSON stored in outbox.result.
+func result(v any) Outcome {
+	b, _ := json.Marshal(v) // maps of strings and ints always marshal
+	return Outcome{Result: string(b)}
+}
+
+// present reports whether a JSON value was given: not absent and not null.
+func present(raw json.RawMessage) bool {
+	s := strings.TrimSpace(string(raw))
+	return s != "" && s != "null"
+}
+
+// readBody reads at most 1 MiB of a response; handlers have no business
+// sending more, and a follow-up reply is far smaller.
+func readBody(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	if err != nil {
+		return b, fmt.Errorf("read response: %w", err)
+	}
+	return b, nil
+}
