@@ -108,3 +108,43 @@ func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
 	err := s.r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&v)
 	return v, err
 }
+
+// EventCheck is what CheckEvents found for a list of event ids.
+type EventCheck struct {
+	Receipts int      // ids with a receipt
+	WithRows int      // ids with at least one outbox row keyed "{id}:…"
+	Missing  []string // ids without a receipt (first few)
+}
+
+// CheckEvents verifies, after a load test, that every acked event id has a
+// receipt and an outbox row.
+func (s *Store) CheckEvents(ctx context.Context, ids []string) (EventCheck, error) {
+	var out EventCheck
+	conn, err := s.r.Conn(ctx)
+	if err != nil {
+		return out, err
+	}
+	defer conn.Close()
+	stmt, err := conn.PrepareContext(ctx, `SELECT
+		EXISTS (SELECT 1 FROM slack_event_receipts WHERE event_id = ?1),
+		EXISTS (SELECT 1 FROM outbox WHERE idempotency_key > ?1 || ':' AND idempotency_key < ?1 || ';')`)
+	if err != nil {
+		return out, err
+	}
+	defer stmt.Close()
+	for _, id := range ids {
+		var receipt, rows bool
+		if err := stmt.QueryRowContext(ctx, id).Scan(&receipt, &rows); err != nil {
+			return out, fmt.Errorf("check event %s: %w", id, err)
+		}
+		if receipt {
+			out.Receipts++
+		} else if len(out.Missing) < 10 {
+			out.Missing = append(out.Missing, id)
+		}
+		if rows {
+			out.WithRows++
+		}
+	}
+	return out, nil
+}

@@ -111,6 +111,21 @@ func (f Facts) Data() Data {
 	return d
 }
 
+// Data builds the template value of a payload: its facts, with .Event taken
+// from the stored envelope when the facts do not carry the inner event.
+func (p Payload) Data() Data {
+	d := p.Facts.Data()
+	if d.Event == nil && p.Source == SourceEvent && len(p.Raw) > 0 {
+		var env struct {
+			Event map[string]any `json:"event"`
+		}
+		if json.Unmarshal(p.Raw, &env) == nil {
+			d.Event = env.Event
+		}
+	}
+	return d
+}
+
 // ParseTemplate checks a template source; config validation uses it so that a
 // broken template fails startup instead of parking rows.
 func ParseTemplate(name, src string) (*template.Template, error) {
@@ -128,7 +143,7 @@ func (p Payload) Render(src string) (string, error) {
 		return "", fmt.Errorf("template: %w", err)
 	}
 	var b strings.Builder
-	if err := t.Execute(&b, p.Facts.Data()); err != nil {
+	if err := t.Execute(&b, p.Data()); err != nil {
 		return "", fmt.Errorf("template: %w", err)
 	}
 	return b.String(), nil

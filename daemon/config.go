@@ -1,0 +1,381 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/ackd/ackd/sweep"
+)
+
+// Duration is a time.Duration written as a Go duration string ("2s", "48h").
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Config is ackd's configuration: DESIGN §5's TOML file. Default() gives the
+// built-in values; Load parses a file over them; Validate checks the whole.
+type Config struct {
+	Listen      string `toml:"listen"`
+	DB          string `toml:"db"`
+	Synchronous string `toml:"synchronous"` // "FULL" (default) or "NORMAL"
+
+	Ack       AckConfig       `toml:"ack"`
+	Sweep     SweepConfig     `toml:"sweep"`
+	Retention RetentionConfig `toml:"retention"`
+	Slack     SlackConfig     `toml:"slack"`
+	Filter    FilterConfig    `toml:"filter"`
+	Commands  CommandsConfig  `toml:"commands"`
+	Routes    []Route         `toml:"route"`
+
+	// Source names where the config came from ("built-in defaults" or a path).
+	Source string `toml:"-"`
+	// Builtin is true when no config file was given.
+	Builtin bool `toml:"-"`
+
+	routeLines []int // line of each [[route]] header, for error messages
+}
+
+// AckConfig bounds the pre-ack intent transaction.
+type AckConfig struct {
+	Budget Duration `toml:"budget"`
+}
+
+// SweepConfig tunes the outbox sweep.
+type SweepConfig struct {
+	Interval    Duration `toml:"interval"`
+	Batch       int      `toml:"batch"`
+	Workers     int      `toml:"workers"`
+	Lease       Duration `toml:"lease"`
+	MaxAttempts int      `toml:"max_attempts"`
+	Immediate   bool     `toml:"immediate"`
+	Backoff     Duration `toml:"backoff"`
+	MaxBackoff  Duration `toml:"max_backoff"`
+}
+
+// RetentionConfig says how long pruning keeps receipts and done rows.
+type RetentionConfig struct {
+	Receipts Duration `toml:"receipts"`
+	Done     Duration `toml:"done"`
+	Interval Duration `toml:"interval"`
+}
+
+// SlackConfig points at Slack.
+type SlackConfig struct {
+	APIURL    string `toml:"api_url"`
+	BotUserID string `toml:"bot_user_id"`
+}
+
+// FilterConfig drops Events API events ackd will not act on (acked with 200).
+type FilterConfig struct {
+	Channels   []string `toml:"channels"`
+	Subtypes   []string `toml:"subtypes"`
+	IgnoreBots bool     `toml:"ignore_bots"`
+}
+
+// CommandsConfig holds slash-command answers.
+type CommandsConfig struct {
+	UnhandledText string `toml:"unhandled_text"`
+	FailedText    string `toml:"failed_text"`
+}
+
+// Route turns matching requests into one outbox row each.
+type Route struct {
+	Name string `toml:"name"`
+	// Match: exactly one of Event, Command, or CallbackID/ActionID.
+	Event      string `toml:"event"`   // Events API inner event type; "*" = every event
+	Channel    string `toml:"channel"` // optional channel filter
+	Command    string `toml:"command"`
+	CallbackID string `toml:"callback_id"`
+	ActionID   string `toml:"action_id"`
+	Key        string `toml:"key"` // "event" (default) or "message"
+
+	Effect  string   `toml:"effect"`
+	Timeout Duration `toml:"timeout"`
+	AckText string   `toml:"ack_text"`
+
+	URL             string `toml:"url"`        // forward
+	ToChannel       string `toml:"to_channel"` // post/update: target channel (template); default the event's
+	Text            string `toml:"text"`       // post/update/respond (template)
+	Blocks          string `toml:"blocks"`     // post/update/respond: Block Kit JSON array
+	Thread          bool   `toml:"thread"`     // post: reply in the event's thread
+	Reaction        string `toml:"reaction"`   // react
+	TS              string `toml:"ts"`         // update: message ts (template); default the event's
+	ResponseType    string `toml:"response_type"`
+	ReplaceOriginal bool   `toml:"replace_original"`
+}
+
+// Effects ackd can perform.
+var knownEffects = []string{"forward", "post", "react", "update", "respond", "log"}
+
+// DefaultRouteName is the built-in dry-run route.
+const DefaultRouteName = "log-every-event"
+
+// Default returns the built-in configuration: a dry run that logs every
+// event_callback on 127.0.0.1:3000 with ./ackd.db.
+func Default() Config {
+	return Config{
+		Listen:      "127.0.0.1:3000",
+		DB:          "./ackd.db",
+		Synchronous: "FULL",
+		Ack:         AckConfig{Budget: Duration{2 * time.Second}},
+		Sweep: SweepConfig{
+			Interval: Duration{5 * time.Second}, Batch: 25, Workers: 4,
+			Lease: Duration{10 * time.Minute}, MaxAttempts: 8, Immediate: true,
+			Backoff: Duration{10 * time.Second}, MaxBackoff: Duration{time.Hour},
+		},
+		Retention: RetentionConfig{
+			Receipts: Duration{48 * time.Hour}, Done: Duration{168 * time.Hour},
+			Interval: Duration{time.Hour},
+		},
+		Filter: FilterConfig{Subtypes: []string{""}, IgnoreBots: true},
+		Commands: CommandsConfig{
+			UnhandledText: "This command is not handled here.",
+			FailedText:    "Sorry, that could not be recorded. Please try again.",
+		},
+		Routes:  []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
+		Source:  "built-in defaults",
+		Builtin: true,
+	}
+}
+
+// Load reads a TOML config file over the defaults and validates it. Unknown
+// keys and invalid values fail with the key and line.
+func Load(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := Parse(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	cfg.Source = path
+	return cfg, nil
+}
+
+var routeHeader = regexp.MustCompile(`(?m)^\s*\[\[\s*route\s*\]\]`)
+
+// Parse decodes TOML over the defaults and validates the result. A file that
+// has routes replaces the built-in dry-run route.
+func Parse(b []byte) (Config, error) {
+	cfg := Default()
+	cfg.Routes = nil
+	cfg.Builtin = false
+	dec := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		var sm *toml.StrictMissingError
+		if errors.As(err, &sm) {
+			var msgs []string
+			for _, e := range sm.Errors {
+				row, _ := e.Position()
+				msgs = append(msgs, fmt.Sprintf("line %d: unknown key %q", row, strings.Join(e.Key(), ".")))
+			}
+			return Config{}, errors.New(strings.Join(msgs, "; "))
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, _ := de.Position()
+			return Config{}, fmt.Errorf("line %d: key %q: %s", row, strings.Join(de.Key(), "."), de.Error())
+		}
+		return Config{}, err
+	}
+	for _, loc := range routeHeader.FindAllIndex(b, -1) {
+		cfg.routeLines = append(cfg.routeLines, bytes.Count(b[:loc[0]], []byte("\n"))+1)
+	}
+	return cfg, cfg.Validate()
+}
+
+func (c *Config) routeWhere(i int) string {
+	name := c.Routes[i].Name
+	if i < len(c.routeLines) {
+		return fmt.Sprintf("line %d: route %q", c.routeLines[i], name)
+	}
+	return fmt.Sprintf("route %d %q", i+1, name)
+}
+
+// Validate checks the whole configuration and names the offending key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen: %q is not host:port", c.Listen)
+	}
+	if c.DB == "" {
+		bad("db: empty")
+	}
+	switch strings.ToUpper(c.Synchronous) {
+	case "FULL", "NORMAL":
+		c.Synchronous = strings.ToUpper(c.Synchronous)
+	default:
+		bad("synchronous: %q must be FULL or NORMAL", c.Synchronous)
+	}
+	if b := c.Ack.Budget.Duration; b <= 0 || b >= 3*time.Second {
+		bad("ack.budget: %s must be above 0 and below Slack's 3s deadline", b)
+	}
+	positive := func(key string, d Duration) {
+		if d.Duration <= 0 {
+			bad("%s: %s must be positive", key, d.Duration)
+		}
+	}
+	positive("sweep.interval", c.Sweep.Interval)
+	positive("sweep.lease", c.Sweep.Lease)
+	positive("sweep.backoff", c.Sweep.Backoff)
+	positive("sweep.max_backoff", c.Sweep.MaxBackoff)
+	positive("retention.receipts", c.Retention.Receipts)
+	positive("retention.done", c.Retention.Done)
+	positive("retention.interval", c.Retention.Interval)
+	if c.Sweep.Batch <= 0 {
+		bad("sweep.batch: %d must be positive", c.Sweep.Batch)
+	}
+	if c.Sweep.Workers <= 0 {
+		bad("sweep.workers: %d must be positive", c.Sweep.Workers)
+	}
+	if c.Sweep.MaxAttempts <= 0 {
+		bad("sweep.max_attempts: %d must be positive", c.Sweep.MaxAttempts)
+	}
+	if c.Retention.Receipts.Duration < 10*time.Minute {
+		bad("retention.receipts: %s is shorter than Slack's retry window (about 6 minutes)", c.Retention.Receipts.Duration)
+	}
+
+	seen := map[string]int{}
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		where := c.routeWhere(i)
+		if r.Name == "" {
+			bad("%s: name is required", where)
+		} else if j, dup := seen[r.Name]; dup {
+			bad("%s: duplicate route name (first at %s)", where, c.routeWhere(j))
+		} else {
+			seen[r.Name] = i
+		}
+		if strings.ContainsAny(r.Name, ": \t") {
+			bad("%s: name must not contain ':' or spaces (it is part of the idempotency key)", where)
+		}
+		triggers := 0
+		for _, t := range []string{r.Event, r.Command, r.CallbackID + r.ActionID} {
+			if t != "" {
+				triggers++
+			}
+		}
+		if triggers != 1 {
+			bad("%s: set exactly one of event, command, or callback_id/action_id", where)
+		}
+		if r.Command != "" && !strings.HasPrefix(r.Command, "/") {
+			bad("%s: command %q must start with /", where, r.Command)
+		}
+		switch r.Key {
+		case "", "event":
+			r.Key = "event"
+		case "message":
+			if r.Event == "" {
+				bad("%s: key = \"message\" applies to Events API routes only", where)
+			}
+		default:
+			bad("%s: key %q must be \"event\" or \"message\"", where, r.Key)
+		}
+		if !slices.Contains(knownEffects, r.Effect) {
+			bad("%s: effect %q is not one of %s", where, r.Effect, strings.Join(knownEffects, ", "))
+		}
+		if r.Timeout.Duration == 0 {
+			r.Timeout.Duration = 10 * time.Second
+		}
+		if r.Timeout.Duration < 0 {
+			bad("%s: timeout %s must be positive", where, r.Timeout.Duration)
+		}
+		if r.Timeout.Duration >= c.Sweep.Lease.Duration {
+			bad("%s: timeout %s must be shorter than sweep.lease %s, or a slow effect would run twice at once",
+				where, r.Timeout.Duration, c.Sweep.Lease.Duration)
+		}
+		switch r.Effect {
+		case "forward":
+			if r.URL == "" {
+				bad("%s: effect forward needs url", where)
+			}
+		case "react":
+			if r.Reaction == "" {
+				bad("%s: effect react needs reaction", where)
+			}
+		case "post", "update", "respond":
+			if r.Text == "" && r.Blocks == "" {
+				bad("%s: effect %s needs text or blocks", where, r.Effect)
+			}
+		}
+		if r.Effect == "respond" && r.Event != "" {
+			bad("%s: effect respond needs a response_url: use it with command or callback_id/action_id routes", where)
+		}
+		switch r.ResponseType {
+		case "", "ephemeral", "in_channel":
+		default:
+			bad("%s: response_type %q must be \"ephemeral\" or \"in_channel\"", where, r.ResponseType)
+		}
+		if r.Blocks != "" && !jsonArray(r.Blocks) {
+			bad("%s: blocks must be a JSON array of Block Kit blocks", where)
+		}
+		for key, src := range map[string]string{"text": r.Text, "to_channel": r.ToChannel, "ts": r.TS} {
+			if _, err := sweep.ParseTemplate(r.Name, src); err != nil {
+				bad("%s: %s: %v", where, key, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ApplyEnv overrides listen, db and the Slack API URL from the environment
+// (ACKD_LISTEN, ACKD_DB, SLACK_API_URL). Flags are applied after this.
+func (c *Config) ApplyEnv(getenv func(string) string) {
+	if v := getenv("ACKD_LISTEN"); v != "" {
+		c.Listen = v
+	}
+	if v := getenv("ACKD_DB"); v != "" {
+		c.DB = v
+	}
+	if v := getenv("SLACK_API_URL"); v != "" {
+		c.Slack.APIURL = v
+	}
+}
+
+// Secret reads a secret from the environment variable name, or from the file
+// named by name+"_FILE" (systemd credentials); surrounding whitespace is
+// trimmed. It is an error to set both.
+func Secret(name string, getenv func(string) string) (string, error) {
+	v, file := getenv(name), getenv(name+"_FILE")
+	switch {
+	case v != "" && file != "":
+		return "", fmt.Errorf("set only one of %s and %s_FILE", name, name)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("%s_FILE: %w", name, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	default:
+		return strings.TrimSpace(v), nil
+	}
+}
+
+func jsonArray(s string) bool {
+	s = strings.TrimSpace(s)
+	return strings.HasPrefix(s, "[") && json.Valid([]byte(s))
+}

@@ -1,0 +1,293 @@
+package daemon
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/ackd/ackd/sweep"
+)
+
+// ErrMalformed marks a request body that is not a Slack request ackd can
+// read (answered 400).
+var ErrMalformed = errors.New("malformed request")
+
+func malformed(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, a...))
+}
+
+// Envelope is the part of an Events API request ackd reads itself. It does
+// not use slackevents.ParseEvent, which rejects inner event types slack-go
+// does not know: an authenticated event of any type must still get its 200.
+type Envelope struct {
+	Type      string          `json:"type"`
+	Challenge string          `json:"challenge"`
+	TeamID    string          `json:"team_id"`
+	EventID   string          `json:"event_id"`
+	Event     json.RawMessage `json:"event"`
+
+	Inner InnerEvent `json:"-"`
+}
+
+// InnerEvent is the fields of the inner event that filters and routes use.
+type InnerEvent struct {
+	Type     string `json:"type"`
+	Subtype  string `json:"subtype"`
+	Channel  string `json:"-"` // event.channel, or event.item.channel for reactions
+	User     string `json:"-"`
+	BotID    string `json:"bot_id"`
+	Text     string `json:"text"`
+	TS       string `json:"-"` // event.ts, or event.item.ts for reactions
+	ThreadTS string `json:"thread_ts"`
+}
+
+// ParseEnvelope decodes an Events API body. Only the outer shape is required;
+// an event_callback must carry an event_id and an event with a type.
+func ParseEnvelope(body []byte) (Envelope, error) {
+	var env Envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return Envelope{}, malformed("body is not a JSON object: %v", err)
+	}
+	if env.Type == "" {
+		return Envelope{}, malformed("no envelope type")
+	}
+	if env.Type != "event_callback" {
+		return env, nil
+	}
+	if env.EventID == "" {
+		return Envelope{}, malformed("event_callback without event_id")
+	}
+	var raw struct {
+		InnerEvent
+		Channel json.RawMessage `json:"channel"`
+		User    json.RawMessage `json:"user"`
+		TS      string          `json:"ts"`
+		Item    struct {
+			Channel string `json:"channel"`
+			TS      string `json:"ts"`
+		} `json:"item"`
+	}
+	if len(env.Event) == 0 {
+		return Envelope{}, malformed("event_callback without event")
+	}
+	if err := json.Unmarshal(env.Event, &raw); err != nil {
+		return Envelope{}, malformed("event is not an object: %v", err)
+	}
+	if raw.Type == "" {
+		return Envelope{}, malformed("event without type")
+	}
+	in := raw.InnerEvent
+	// channel and user are strings in message-like events and objects in
+	// others (channel_created, user_change): only the string form is a fact.
+	in.Channel = jsonString(raw.Channel)
+	in.User = jsonString(raw.User)
+	in.TS = raw.TS
+	if in.Channel == "" {
+		in.Channel = raw.Item.Channel
+	}
+	if raw.Item.TS != "" && in.TS == "" {
+		in.TS = raw.Item.TS
+	}
+	env.Inner = in
+	return env, nil
+}
+
+func jsonString(raw json.RawMessage) string {
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return ""
+}
+
+// Facts are what templates and effects see of an event.
+func (e Envelope) Facts() sweep.Facts {
+	return sweep.Facts{
+		EventID: e.EventID, Team: e.TeamID, User: e.Inner.User, Channel: e.Inner.Channel,
+		TS: e.Inner.TS, ThreadTS: e.Inner.ThreadTS, Text: e.Inner.Text,
+	}
+}
+
+// Command is a slash command request.
+type Command struct {
+	Form    url.Values
+	Command string
+	Text    string
+	Trigger string
+}
+
+// ParseCommand decodes a slash command's form body.
+func ParseCommand(body []byte) (Command, error) {
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return Command{}, malformed("form body: %v", err)
+	}
+	c := Command{Form: form, Command: form.Get("command"), Text: form.Get("text"), Trigger: form.Get("trigger_id")}
+	if form.Get("ssl_check") == "" && c.Command == "" {
+		return Command{}, malformed("no command field")
+	}
+	return c, nil
+}
+
+// OperationID is the receipt key of a command: commands have no event_id,
+// and two identical commands are two intentional runs, so the key is the
+// per-invocation trigger_id (or, lacking one, a hash of the whole body).
+func (c Command) OperationID(body []byte) string {
+	if c.Trigger != "" {
+		return "cmd:" + c.Trigger
+	}
+	sum := sha256.Sum256(body)
+	return "cmd:h:" + hex.EncodeToString(sum[:12])
+}
+
+// Facts are what templates and effects see of a command.
+func (c Command) Facts(opID string) sweep.Facts {
+	f := c.Form
+	return sweep.Facts{
+		EventID: opID, Team: f.Get("team_id"), User: f.Get("user_id"), Channel: f.Get("channel_id"),
+		Text: c.Text, Command: c.Command, TriggerID: c.Trigger, ResponseURL: f.Get("response_url"),
+	}
+}
+
+// RawJSON is the form as a JSON object of strings (first value of each
+// field), the shape forwarded to a team's handler.
+func (c Command) RawJSON() json.RawMessage {
+	m := make(map[string]string, len(c.Form))
+	for k, v := range c.Form {
+		if len(v) > 0 {
+			m[k] = v[0]
+		}
+	}
+	b, _ := json.Marshal(m) // a map of strings always marshals
+	return b
+}
+
+// Interaction is an interactivity request: the form field "payload" holding JSON.
+type Interaction struct {
+	Raw         json.RawMessage
+	Type        string
+	TriggerID   string
+	CallbackID  string
+	ResponseURL string
+	TeamID      string
+	UserID      string
+	ChannelID   string
+	MessageTS   string
+	ThreadTS    string
+	ActionTS    string
+	Actions     []Action
+}
+
+// Action is one element of a block_actions payload's actions.
+type Action struct {
+	ActionID string
+	BlockID  string
+	Value    string
+}
+
+// ParseInteraction decodes an interactivity form body.
+func ParseInteraction(body []byte) (Interaction, error) {
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return Interaction{}, malformed("form body: %v", err)
+	}
+	payload := form.Get("payload")
+	if payload == "" {
+		return Interaction{}, malformed("no payload field")
+	}
+	var p struct {
+		Type        string `json:"type"`
+		TriggerID   string `json:"trigger_id"`
+		CallbackID  string `json:"callback_id"`
+		ResponseURL string `json:"response_url"`
+		ActionTS    string `json:"action_ts"`
+		Team        struct {
+			ID string `json:"id"`
+		} `json:"team"`
+		User struct {
+			ID string `json:"id"`
+		} `json:"user"`
+		Channel struct {
+			ID string `json:"id"`
+		} `json:"channel"`
+		Message struct {
+			TS       string `json:"ts"`
+			ThreadTS string `json:"thread_ts"`
+		} `json:"message"`
+		Container struct {
+			MessageTS string `json:"message_ts"`
+			ChannelID string `json:"channel_id"`
+		} `json:"container"`
+		View struct {
+			CallbackID string `json:"callback_id"`
+		} `json:"view"`
+		ResponseURLs []struct {
+			ResponseURL string `json:"response_url"`
+		} `json:"response_urls"`
+		Actions []struct {
+			ActionID string `json:"action_id"`
+			BlockID  string `json:"block_id"`
+			Value    string `json:"value"`
+			ActionTS string `json:"action_ts"`
+		} `json:"actions"`
+	}
+	if err := json.Unmarshal([]byte(payload), &p); err != nil {
+		return Interaction{}, malformed("payload is not a JSON object: %v", err)
+	}
+	if p.Type == "" {
+		return Interaction{}, malformed("payload without type")
+	}
+	ix := Interaction{
+		Raw: json.RawMessage(payload), Type: p.Type, TriggerID: p.TriggerID, CallbackID: p.CallbackID,
+		ResponseURL: p.ResponseURL, TeamID: p.Team.ID, UserID: p.User.ID, ChannelID: p.Channel.ID,
+		MessageTS: p.Message.TS, ThreadTS: p.Message.ThreadTS, ActionTS: p.ActionTS,
+	}
+	if ix.CallbackID == "" {
+		ix.CallbackID = p.View.CallbackID
+	}
+	if ix.ResponseURL == "" && len(p.ResponseURLs) > 0 {
+		ix.ResponseURL = p.ResponseURLs[0].ResponseURL
+	}
+	if ix.ChannelID == "" {
+		ix.ChannelID = p.Container.ChannelID
+	}
+	if ix.MessageTS == "" {
+		ix.MessageTS = p.Container.MessageTS
+	}
+	for _, a := range p.Actions {
+		ix.Actions = append(ix.Actions, Action{ActionID: a.ActionID, BlockID: a.BlockID, Value: a.Value})
+		if ix.ActionTS == "" {
+			ix.ActionTS = a.ActionTS
+		}
+	}
+	return ix, nil
+}
+
+// OperationID is the receipt key of an interaction: "ix:" + trigger_id, or,
+// for payloads without one, a hash of the fields that identify one user
+// action (type, team, user, callback, action ids and action_ts).
+func (ix Interaction) OperationID() string {
+	if ix.TriggerID != "" {
+		return "ix:" + ix.TriggerID
+	}
+	parts := []string{ix.Type, ix.TeamID, ix.UserID, ix.CallbackID, ix.ActionTS, ix.MessageTS}
+	for _, a := range ix.Actions {
+		parts = append(parts, a.ActionID, a.Value)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return "ix:h:" + hex.EncodeToString(sum[:12])
+}
+
+// Facts are what templates and effects see of an interaction; ActionID and
+// Value are those of the action that matched the route (or the first).
+func (ix Interaction) Facts(opID string, a Action) sweep.Facts {
+	return sweep.Facts{
+		EventID: opID, Team: ix.TeamID, User: ix.UserID, Channel: ix.ChannelID, TS: ix.MessageTS,
+		ThreadTS: ix.ThreadTS, CallbackID: ix.CallbackID, ActionID: a.ActionID, Value: a.Value,
+		TriggerID: ix.TriggerID, ResponseURL: ix.ResponseURL,
+	}
+}

@@ -1,0 +1,262 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/sweep"
+)
+
+// Outcomes of a Slack request, as logged and in ackd_ack_latency_seconds.
+const (
+	outcomeFirst     = "first"     // intent committed by this delivery
+	outcomeDuplicate = "duplicate" // receipt already there: acked, nothing added
+	outcomeIgnored   = "ignored"   // authenticated, deliberately not acted on
+	outcomeChallenge = "challenge" // url_verification
+	outcomeRejected  = "rejected"  // not authenticated, or not a Slack request
+	outcomeFailed    = "failed"    // intent not durable within the ack budget
+)
+
+// request is one Slack request after the body was read and verified.
+type request struct {
+	r     *http.Request
+	body  []byte
+	start time.Time
+}
+
+// answer is what a Slack handler decided. The wrapper writes it, logs one
+// line and records metrics: the one place errors become status codes.
+type answer struct {
+	status  int
+	body    []byte
+	ctype   string
+	outcome string
+	id      string // event_id or operation id
+	typ     string // event / command / interaction type
+	reason  string // why ignored or rejected
+	routes  int
+	err     error
+}
+
+func ephemeral(text string) []byte {
+	b, _ := json.Marshal(map[string]string{"response_type": "ephemeral", "text": text})
+	return b
+}
+
+// slackHandler wraps a Slack endpoint: POST only, a capped body read, the
+// signature check before any parsing, then h under the ack budget.
+func (s *Server) slackHandler(endpoint string, h func(ctx context.Context, req request) answer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		var a answer
+		switch {
+		case r.Method != http.MethodPost:
+			w.Header().Set("Allow", http.MethodPost)
+			a = answer{status: http.StatusMethodNotAllowed, outcome: outcomeRejected, reason: "method " + r.Method}
+		default:
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+			var tooBig *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooBig):
+				a = answer{status: http.StatusRequestEntityTooLarge, outcome: outcomeRejected,
+					reason: "body over " + strconv.Itoa(MaxBody) + " bytes"}
+			case err != nil:
+				a = answer{status: http.StatusBadRequest, outcome: outcomeRejected, reason: "body read: " + err.Error()}
+			default:
+				if verr := s.verify.Verify(r.Header, body); verr != nil {
+					a = answer{status: http.StatusUnauthorized, outcome: outcomeRejected, reason: verr.Error()}
+					break
+				}
+				ctx, cancel := context.WithDeadline(r.Context(), start.Add(s.cfg.Ack.Budget.Duration))
+				a = h(ctx, request{r: r, body: body, start: start})
+				cancel()
+			}
+		}
+		if a.status == 0 {
+			a.status = http.StatusOK
+		}
+		if len(a.body) > 0 {
+			w.Header().Set("Content-Type", a.ctype)
+		}
+		if a.status >= 400 && len(a.body) == 0 {
+			http.Error(w, http.StatusText(a.status), a.status)
+		} else {
+			w.WriteHeader(a.status)
+			_, _ = w.Write(a.body)
+		}
+		s.logAnswer(endpoint, r, a, time.Since(start))
+	})
+}
+
+func (s *Server) logAnswer(endpoint string, r *http.Request, a answer, took time.Duration) {
+	s.metrics.requests.WithLabelValues(endpoint, strconv.Itoa(a.status)).Inc()
+	s.metrics.ackLatency.WithLabelValues(endpoint, a.outcome).Observe(took.Seconds())
+	attrs := []slog.Attr{
+		slog.String("endpoint", endpoint), slog.Int("status", a.status), slog.String("outcome", a.outcome),
+		slog.Float64("latency_ms", float64(took.Microseconds())/1000),
+	}
+	if a.id != "" {
+		attrs = append(attrs, slog.String("event_id", a.id))
+	}
+	if a.typ != "" {
+		attrs = append(attrs, slog.String("type", a.typ))
+	}
+	if a.reason != "" {
+		attrs = append(attrs, slog.String("reason", a.reason))
+	}
+	if a.routes > 0 {
+		attrs = append(attrs, slog.Int("routes", a.routes))
+	}
+	// Slack's retry headers are logged for the operator; they never decide.
+	if n := r.Header.Get("X-Slack-Retry-Num"); n != "" {
+		attrs = append(attrs, slog.String("retry_num", n), slog.String("retry_reason", r.Header.Get("X-Slack-Retry-Reason")))
+	}
+	if a.err != nil {
+		attrs = append(attrs, slog.String("err", a.err.Error()))
+	}
+	level, msg := slog.LevelInfo, "ack"
+	switch a.outcome {
+	case outcomeRejected:
+		level, msg = slog.LevelWarn, "rejected"
+	case outcomeFailed:
+		level, msg = slog.LevelError, "intent not recorded within the ack budget"
+	}
+	s.log.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+// record commits an intent and maps the result onto the answer.
+func (s *Server) record(ctx context.Context, a answer, in store.Intent) answer {
+	a.routes = len(in.Rows)
+	first, err := s.store.RecordIntent(ctx, in)
+	switch {
+	case err != nil:
+		a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeFailed, err
+		if store.IsReadOnly(err) {
+			a.reason = "database is read-only"
+		} else if store.IsBusy(err) || errors.Is(err, context.DeadlineExceeded) {
+			a.reason = "database busy past the ack budget"
+		}
+	case first:
+		a.outcome = outcomeFirst
+		if s.cfg.Sweep.Immediate {
+			s.Trigger()
+		}
+	default:
+		a.outcome = outcomeDuplicate
+	}
+	return a
+}
+
+func (s *Server) handleEvents(ctx context.Context, req request) answer {
+	env, err := ParseEnvelope(req.body)
+	if err != nil {
+		return answer{status: http.StatusBadRequest, outcome: outcomeRejected, reason: err.Error()}
+	}
+	a := answer{typ: env.Type, id: env.EventID}
+	switch env.Type {
+	case "url_verification":
+		b, _ := json.Marshal(map[string]string{"challenge": env.Challenge})
+		a.outcome, a.body, a.ctype = outcomeChallenge, b, "application/json"
+		return a
+	case "event_callback":
+		a.typ = env.Inner.Type
+		rows, ignored, err := s.cfg.eventRows(env, req.body)
+		if err != nil {
+			a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeFailed, err
+			return a
+		}
+		if ignored != "" {
+			a.outcome, a.reason = outcomeIgnored, ignored
+			return a
+		}
+		return s.record(ctx, a, store.Intent{EventID: env.EventID, EventType: env.Inner.Type, Rows: rows})
+	case "app_rate_limited":
+		// Slack is dropping our events for a minute: worth an operator's look,
+		// but the answer is still 200.
+		a.outcome, a.reason = outcomeIgnored, "Slack reports this app is over its event rate limit; events in that minute are lost"
+		s.log.Warn("app_rate_limited received", "body", string(req.body))
+		return a
+	default:
+		a.outcome, a.reason = outcomeIgnored, "unhandled envelope type"
+		return a
+	}
+}
+
+func (s *Server) handleCommand(ctx context.Context, req request) answer {
+	cmd, err := ParseCommand(req.body)
+	if err != nil {
+		return answer{status: http.StatusBadRequest, outcome: outcomeRejected, reason: err.Error()}
+	}
+	if cmd.Form.Get("ssl_check") != "" {
+		return answer{outcome: outcomeIgnored, reason: "ssl_check", typ: "ssl_check"}
+	}
+	opID := cmd.OperationID(req.body)
+	a := answer{id: opID, typ: cmd.Command}
+	routes := s.cfg.commandRoutes(cmd.Command)
+	if len(routes) == 0 {
+		a.outcome, a.reason = outcomeIgnored, ignoredUnrouted
+		a.body, a.ctype = ephemeral(s.cfg.Commands.UnhandledText), "application/json"
+		return a
+	}
+	facts, raw := cmd.Facts(opID), cmd.RawJSON()
+	in := store.Intent{EventID: opID, EventType: "command " + cmd.Command}
+	ackText := ""
+	for _, r := range routes {
+		row, err := r.row(opID+":"+r.Name, sweep.SourceCommand, facts, raw)
+		if err != nil {
+			a.outcome, a.err = outcomeFailed, err
+			break
+		}
+		in.Rows = append(in.Rows, row)
+		if ackText == "" {
+			ackText = r.AckText
+		}
+	}
+	if a.err == nil {
+		a = s.record(ctx, a, in)
+	}
+	if a.outcome == outcomeFailed {
+		// Slack never retries a slash command, so a 500 gains nothing: tell
+		// the user instead, and leave the error for the operator.
+		a.status = http.StatusOK
+		a.body, a.ctype = ephemeral(s.cfg.Commands.FailedText), "application/json"
+		return a
+	}
+	if ackText != "" {
+		a.body, a.ctype = ephemeral(ackText), "application/json"
+	}
+	return a
+}
+
+func (s *Server) handleInteraction(ctx context.Context, req request) answer {
+	ix, err := ParseInteraction(req.body)
+	if err != nil {
+		return answer{status: http.StatusBadRequest, outcome: outcomeRejected, reason: err.Error()}
+	}
+	opID := ix.OperationID()
+	a := answer{id: opID, typ: ix.Type}
+	routes, actions := s.cfg.interactionRoutes(ix)
+	if len(routes) == 0 {
+		a.outcome, a.reason = outcomeIgnored, ignoredUnrouted
+		return a
+	}
+	in := store.Intent{EventID: opID, EventType: "interaction " + ix.Type}
+	for i, r := range routes {
+		row, err := r.row(opID+":"+r.Name, sweep.SourceInteraction, ix.Facts(opID, actions[i]), ix.Raw)
+		if err != nil {
+			a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeFailed, err
+			return a
+		}
+		in.Rows = append(in.Rows, row)
+	}
+	// An empty 200 closes a view_submission's modal; a 500 shows the user
+	// that the action failed.
+	return s.record(ctx, a, in)
+}

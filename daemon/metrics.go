@@ -1,0 +1,133 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/sweep"
+)
+
+// metrics are the Prometheus series served on /metrics. Each Server has its
+// own registry, so tests can run several servers in one process.
+type metrics struct {
+	reg *prometheus.Registry
+
+	ackLatency    *prometheus.HistogramVec // endpoint, outcome
+	requests      *prometheus.CounterVec   // endpoint, status
+	attempts      *prometheus.CounterVec   // effect, outcome
+	effectLatency *prometheus.HistogramVec // effect
+	fenced        prometheus.Counter
+	parked        prometheus.Counter
+	sweepDuration prometheus.Histogram
+	sweepErrors   prometheus.Counter
+}
+
+func newMetrics(st *store.Store) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		ackLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ackd_ack_latency_seconds",
+			Help:    "Time from request arrival to the answer being written, by endpoint and outcome.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2, 3},
+		}, []string{"endpoint", "outcome"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ackd_requests_total",
+			Help: "HTTP requests answered, by endpoint and status code.",
+		}, []string{"endpoint", "status"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ackd_effect_attempts_total",
+			Help: "Effect attempts by effect and outcome (done, retry, rate_limited, parked, fenced, abandoned).",
+		}, []string{"effect", "outcome"}),
+		effectLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ackd_effect_duration_seconds",
+			Help:    "Time an effect attempt took, by effect.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"effect"}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ackd_fence_rejections_total",
+			Help: "Completions or failures rejected because the lease was lost (the lease is too short).",
+		}),
+		parked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ackd_parked_total",
+			Help: "Outbox rows parked by this process (dead-lettered; see ackd outbox list --status parked).",
+		}),
+		sweepDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ackd_sweep_duration_seconds",
+			Help:    "Duration of one sweep (claim, perform, complete).",
+			Buckets: prometheus.DefBuckets,
+		}),
+		sweepErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ackd_sweep_errors_total",
+			Help: "Sweeps that failed on the database.",
+		}),
+	}
+	m.reg.MustRegister(m.ackLatency, m.requests, m.attempts, m.effectLatency, m.fenced, m.parked,
+		m.sweepDuration, m.sweepErrors,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ackd_sqlite_busy_errors_total",
+			Help: "SQLite SQLITE_BUSY/SQLITE_LOCKED errors (another connection or process held the write lock too long).",
+		}, func() float64 { return float64(st.BusyErrors()) }),
+		&queueCollector{st: st},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// Attempt implements sweep.Observer.
+func (m *metrics) Attempt(effect, outcome string, took time.Duration) {
+	m.attempts.WithLabelValues(effect, outcome).Inc()
+	m.effectLatency.WithLabelValues(effect).Observe(took.Seconds())
+	switch outcome {
+	case sweep.OutcomeFenced:
+		m.fenced.Inc()
+	case sweep.OutcomeParked:
+		m.parked.Inc()
+	}
+}
+
+// Swept implements sweep.Observer.
+func (m *metrics) Swept(took time.Duration, _ sweep.Result, err error) {
+	m.sweepDuration.Observe(took.Seconds())
+	if err != nil {
+		m.sweepErrors.Inc()
+	}
+}
+
+// queueCollector reads the outbox counts from the database at scrape time:
+// two indexed queries on the read pool, bounded by a short deadline.
+type queueCollector struct{ st *store.Store }
+
+var (
+	rowsDesc = prometheus.NewDesc("ackd_outbox_rows",
+		"Outbox rows by status, read from the database at scrape.", []string{"status"}, nil)
+	oldestDesc = prometheus.NewDesc("ackd_outbox_oldest_pending_seconds",
+		"Age of the oldest pending outbox row (0 when none).", nil, nil)
+	upDesc = prometheus.NewDesc("ackd_database_up",
+		"1 if the outbox could be read at scrape.", nil, nil)
+)
+
+func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- rowsDesc
+	ch <- oldestDesc
+	ch <- upDesc
+}
+
+func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	qs, err := q.st.Queue(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 1)
+	ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, float64(qs.Pending), store.StatusPending)
+	ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, float64(qs.Done), store.StatusDone)
+	ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, float64(qs.Parked), store.StatusParked)
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, qs.OldestPending.Seconds())
+}

@@ -1,0 +1,128 @@
+package daemon
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/sweep"
+)
+
+// Decisions about an authenticated request that ackd does not act on. Each
+// is answered 200: a retry would carry the same payload to the same answer.
+const (
+	ignoredChannel  = "other_channel"
+	ignoredSubtype  = "unhandled_subtype"
+	ignoredBot      = "bot_message"
+	ignoredOwn      = "own_message"
+	ignoredUnrouted = "unrouted"
+)
+
+func messageLike(t string) bool { return t == "message" || t == "app_mention" }
+
+// eventRows applies the filters and routes to an event_callback. It returns
+// the outbox rows to enqueue, or the reason the event is ignored.
+func (c *Config) eventRows(env Envelope, body []byte) ([]store.NewRow, string, error) {
+	in := env.Inner
+	f := c.Filter
+	if len(f.Channels) > 0 && in.Channel != "" && !slices.Contains(f.Channels, in.Channel) {
+		return nil, ignoredChannel, nil
+	}
+	if messageLike(in.Type) {
+		if in.Type == "message" && !slices.Contains(f.Subtypes, in.Subtype) {
+			return nil, ignoredSubtype, nil
+		}
+		if f.IgnoreBots && in.BotID != "" {
+			return nil, ignoredBot, nil
+		}
+		if c.Slack.BotUserID != "" && in.User == c.Slack.BotUserID {
+			return nil, ignoredOwn, nil
+		}
+	}
+	var rows []store.NewRow
+	facts := env.Facts()
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		if r.Event == "" || (r.Event != "*" && r.Event != in.Type) || (r.Channel != "" && r.Channel != in.Channel) {
+			continue
+		}
+		key := env.EventID + ":" + r.Name
+		if r.Key == "message" && in.Channel != "" && in.TS != "" {
+			key = in.Channel + ":" + in.TS + ":" + r.Name
+		}
+		row, err := r.row(key, sweep.SourceEvent, facts, body)
+		if err != nil {
+			return nil, "", err
+		}
+		rows = append(rows, row)
+	}
+	if len(rows) == 0 {
+		return nil, ignoredUnrouted, nil
+	}
+	return rows, "", nil
+}
+
+// commandRoutes returns the routes matching a slash command.
+func (c *Config) commandRoutes(cmd string) []*Route {
+	var out []*Route
+	for i := range c.Routes {
+		if c.Routes[i].Command == cmd {
+			out = append(out, &c.Routes[i])
+		}
+	}
+	return out
+}
+
+// interactionRoutes returns the routes matching an interaction, each with
+// the action that matched it (the first action when the route matches by
+// callback_id alone).
+func (c *Config) interactionRoutes(ix Interaction) ([]*Route, []Action) {
+	var routes []*Route
+	var actions []Action
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		if r.CallbackID == "" && r.ActionID == "" {
+			continue
+		}
+		if r.CallbackID != "" && r.CallbackID != ix.CallbackID {
+			continue
+		}
+		var matched Action
+		if len(ix.Actions) > 0 {
+			matched = ix.Actions[0]
+		}
+		if r.ActionID != "" {
+			j := slices.IndexFunc(ix.Actions, func(a Action) bool { return a.ActionID == r.ActionID })
+			if j < 0 {
+				continue
+			}
+			matched = ix.Actions[j]
+		}
+		routes = append(routes, r)
+		actions = append(actions, matched)
+	}
+	return routes, actions
+}
+
+// row builds the outbox row a route makes for one request.
+func (r *Route) row(key, source string, facts sweep.Facts, raw []byte) (store.NewRow, error) {
+	p := sweep.Payload{
+		Route:     r.Name,
+		Source:    source,
+		TimeoutMS: r.Timeout.Milliseconds(),
+		Params: sweep.Params{
+			Channel: r.ToChannel, Text: r.Text, Thread: r.Thread, Reaction: r.Reaction, TS: r.TS,
+			URL: r.URL, ResponseType: r.ResponseType, ReplaceOriginal: r.ReplaceOriginal,
+		},
+		Facts: facts,
+		Raw:   json.RawMessage(raw),
+	}
+	if r.Blocks != "" {
+		p.Params.Blocks = json.RawMessage(r.Blocks)
+	}
+	s, err := p.Encode()
+	if err != nil {
+		return store.NewRow{}, err
+	}
+	return store.NewRow{Key: key, Effect: r.Effect, Payload: s}, nil
+}

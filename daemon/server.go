@@ -1,0 +1,393 @@
+// Package daemon is ackd's HTTP ingress and process lifecycle. The ingress
+// verifies each Slack request, parses it, applies filters and routes, and
+// commits the receipt and outbox rows before it answers (within the ack
+// budget). The lifecycle runs the listener, the sweep ticker and its
+// immediate trigger, the pruner, the systemd watchdog, and a bounded
+// graceful shutdown.
+//
+// Limits: one process owns the listener; other processes may share the
+// database (`ackd sweep --once`). Answers that Slack needs synchronously in
+// the body beyond an ephemeral text (view_submission response_action,
+// block_suggestion options) are out of scope.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/sweep"
+)
+
+// MaxBody caps a Slack request body. Slack's payloads are a few KiB.
+const MaxBody = 1 << 20
+
+// Secrets come from the environment or files, never flags or the config.
+type Secrets struct {
+	SigningSecret string
+	BotToken      string
+	ForwardSecret string
+}
+
+// Options are a Server's dependencies.
+type Options struct {
+	Schema   string // schema.sql text
+	Secrets  Secrets
+	Logger   *slog.Logger
+	Now      func() time.Time // default time.Now
+	Notifier *Notifier        // nil: no sd_notify
+	// ShutdownTimeout bounds waiting for in-flight acks at Close (default 10s).
+	ShutdownTimeout time.Duration
+	// HTTPClient is used by the forward and respond effects (default: plain).
+	HTTPClient *http.Client
+}
+
+// Server is a running ackd.
+type Server struct {
+	cfg     Config
+	opts    Options
+	log     *slog.Logger
+	store   *store.Store
+	sweeper *sweep.Sweeper
+	verify  *Verifier
+	metrics *metrics
+
+	ln   net.Listener
+	http *http.Server
+
+	ctx    context.Context // background work; cancelled at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{} // immediate sweep trigger, coalescing
+
+	sweepOK      atomic.Int64 // unix ms of the last sweep that did not fail on the database
+	sweepStarted atomic.Int64 // unix ms a sweep started; 0 when idle
+	closeOnce    sync.Once
+	closeErr     error
+}
+
+// New validates the configuration and secrets. Open starts the server.
+func New(cfg Config, opts Options) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Secrets.SigningSecret == "" {
+		return nil, errors.New("no Slack signing secret: set SLACK_SIGNING_SECRET or SLACK_SIGNING_SECRET_FILE")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 10 * time.Second
+	}
+	return &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
+		verify: NewVerifier(opts.Secrets.SigningSecret, opts.Now), kick: make(chan struct{}, 1)}, nil
+}
+
+// StoreOptions maps the configuration onto the store's options.
+func (c Config) StoreOptions(schema string, now func() time.Time) store.Options {
+	return store.Options{
+		Synchronous: c.Synchronous, Now: now, Schema: schema,
+		MaxAttempts: c.Sweep.MaxAttempts, BackoffBase: c.Sweep.Backoff.Duration, BackoffMax: c.Sweep.MaxBackoff.Duration,
+	}
+}
+
+// SweepConfig maps the configuration onto the sweep's.
+func (c Config) SweepConfig() sweep.Config {
+	return sweep.Config{Batch: c.Sweep.Batch, Workers: c.Sweep.Workers, Lease: c.Sweep.Lease.Duration,
+		DefaultTimeout: 10 * time.Second}
+}
+
+// EffectConfig maps configuration and secrets onto the effects'.
+func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) sweep.EffectConfig {
+	return sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
+		HTTPClient: hc, Logger: log}
+}
+
+// Open opens the database, binds the listener and starts the background
+// loops. On error everything opened so far is closed.
+func (s *Server) Open(ctx context.Context) (err error) {
+	st, err := store.Open(ctx, s.cfg.DB, s.cfg.StoreOptions(s.opts.Schema, s.opts.Now))
+	if err != nil {
+		return err
+	}
+	s.store = st
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
+	s.metrics = newMetrics(st)
+	reg := sweep.Effects(s.cfg.EffectConfig(s.opts.Secrets, s.opts.Logger, s.opts.HTTPClient))
+	s.sweeper = sweep.New(st, reg, s.cfg.SweepConfig(), s.opts.Logger, s.metrics)
+
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+	}
+	s.ln = ln
+	s.http = &http.Server{
+		Handler: s.Handler(),
+		// Slack sends small bodies and needs its answer within 3s: a client
+		// slower than this is not Slack, or is a slowloris.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		// Covers the ack budget plus writing a small answer; /metrics is small.
+		WriteTimeout: 15 * time.Second,
+		// Slack reuses connections; idle ones are cheap but not free.
+		IdleTimeout:    90 * time.Second,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.sweepOK.Store(s.opts.Now().UnixMilli())
+
+	s.goLoop(func() {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server stopped", "err", err)
+		}
+	})
+	s.goLoop(s.tickerLoop)
+	s.goLoop(s.immediateLoop)
+	s.goLoop(s.pruneLoop)
+	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
+		s.goLoop(func() { s.watchdogLoop(iv) })
+	}
+	if s.cfg.Builtin {
+		s.log.Warn("no config file: running on built-in defaults, a dry run that logs every event and performs nothing (pass --config to route events to effects)")
+	}
+	s.log.Info("ackd listening", "addr", ln.Addr().String(), "db", s.cfg.DB, "config", s.cfg.Source,
+		"synchronous", s.cfg.Synchronous, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String())
+	if err := s.opts.Notifier.Ready(); err != nil {
+		s.log.Warn("sd_notify READY failed", "err", err)
+	}
+	s.notifyStatus()
+	return nil
+}
+
+func (s *Server) goLoop(fn func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+}
+
+// Addr is the listener's address (useful with port 0).
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Store is the server's database.
+func (s *Server) Store() *store.Store { return s.store }
+
+// Sweeper is the server's sweep.
+func (s *Server) Sweeper() *sweep.Sweeper { return s.sweeper }
+
+// Close shuts down gracefully: stop accepting and let in-flight acks finish
+// (bounded by ShutdownTimeout), cancel background loops and in-flight effects
+// (their leases expire), then close the database. Every error is reported.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		_ = s.opts.Notifier.Stopping()
+		s.log.Info("shutting down: finishing in-flight acks")
+		var errs []error
+		if s.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+			if err := s.http.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+				_ = s.http.Close()
+			}
+			cancel()
+		}
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.wg.Wait()
+		if s.store != nil {
+			if err := s.store.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close database: %w", err))
+			}
+		}
+		s.closeErr = errors.Join(errs...)
+		s.log.Info("stopped", "err", s.closeErr)
+	})
+	return s.closeErr
+}
+
+// Trigger asks for an immediate sweep. It never blocks; triggers that arrive
+// while one is pending coalesce.
+func (s *Server) Trigger() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sweepOnce is the one sweep function behind the ticker and the trigger.
+func (s *Server) sweepOnce() (sweep.Result, error) {
+	s.sweepStarted.Store(s.opts.Now().UnixMilli())
+	res, err := s.sweeper.RunOnce(s.ctx)
+	s.sweepStarted.Store(0)
+	if err == nil || s.ctx.Err() != nil {
+		s.sweepOK.Store(s.opts.Now().UnixMilli())
+	}
+	return res, err
+}
+
+func (s *Server) tickerLoop() {
+	t := time.NewTicker(s.cfg.Sweep.Interval.Duration)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			res, err := s.sweepOnce()
+			switch {
+			case err != nil && s.ctx.Err() == nil:
+				if !failing {
+					s.log.Error("sweep failed; retrying every interval", "err", err)
+				}
+				failing = true
+			case err == nil && failing:
+				s.log.Info("sweep recovered")
+				failing = false
+			}
+			if res.Claimed > 0 {
+				s.log.Info("sweep", "trigger", "ticker", "claimed", res.Claimed, "done", res.Done,
+					"retried", res.Retried, "parked", res.Parked, "fenced", res.Fenced)
+				s.notifyStatus()
+			}
+		}
+	}
+}
+
+// immediateLoop runs the sweep right after first deliveries. It drains
+// while sweeps come back full, so a burst is worked off without waiting for
+// the ticker. It is an optimisation: without it the ticker delivers all.
+func (s *Server) immediateLoop() {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.kick:
+			for s.ctx.Err() == nil {
+				res, err := s.sweepOnce()
+				if err != nil {
+					if s.ctx.Err() == nil {
+						s.log.Warn("immediate sweep failed; the ticker will retry", "err", err)
+					}
+					break
+				}
+				if res.Claimed < s.sweeper.Config().Batch {
+					break
+				}
+			}
+		}
+	}
+}
+
+func (s *Server) pruneLoop() {
+	t := time.NewTicker(s.cfg.Retention.Interval.Duration)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			res, err := s.store.Prune(s.ctx, s.cfg.Retention.Receipts.Duration, s.cfg.Retention.Done.Duration, 1000)
+			if err != nil && s.ctx.Err() == nil {
+				s.log.Error("prune failed", "err", err)
+			} else if res.Receipts+res.Done > 0 {
+				s.log.Info("pruned", "receipts", res.Receipts, "done_rows", res.Done)
+			}
+		}
+	}
+}
+
+// healthy reports whether the sweep loop is making progress: a sweep is
+// running and younger than a lease, or the last one ended without a database
+// error recently.
+func (s *Server) healthy() bool {
+	now := s.opts.Now().UnixMilli()
+	if started := s.sweepStarted.Load(); started != 0 {
+		return now-started < (s.cfg.Sweep.Lease.Duration + time.Minute).Milliseconds()
+	}
+	return now-s.sweepOK.Load() < (3*s.cfg.Sweep.Interval.Duration + 30*time.Second).Milliseconds()
+}
+
+// watchdogLoop pings systemd's watchdog at half its interval, only while the
+// sweep loop is healthy and the database takes a write lock.
+func (s *Server) watchdogLoop(interval time.Duration) {
+	t := time.NewTicker(interval / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(s.ctx, interval/4)
+			err := s.store.CheckWrite(ctx)
+			cancel()
+			if err != nil || !s.healthy() {
+				s.log.Warn("not pinging the systemd watchdog: unhealthy", "db_err", err, "sweep_healthy", s.healthy())
+				continue
+			}
+			_ = s.opts.Notifier.Watchdog()
+			s.notifyStatus()
+		}
+	}
+}
+
+func (s *Server) notifyStatus() {
+	if !s.opts.Notifier.Enabled() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	q, err := s.store.Queue(ctx)
+	if err != nil {
+		_ = s.opts.Notifier.Status("database unreadable: " + err.Error())
+		return
+	}
+	_ = s.opts.Notifier.Status(fmt.Sprintf("pending=%d parked=%d oldest_pending=%s",
+		q.Pending, q.Parked, q.OldestPending.Round(time.Second)))
+}
+
+// Handler is the HTTP surface.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/slack/events", s.slackHandler("events", s.handleEvents))
+	mux.Handle("/slack/commands", s.slackHandler("commands", s.handleCommand))
+	mux.Handle("/slack/interactivity", s.slackHandler("interactivity", s.handleInteraction))
+	mux.HandleFunc("/healthz", s.handleHealth)
+	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if err := s.store.CheckWrite(ctx); err != nil {
+		s.log.Warn("health check failed", "err", err)
+		http.Error(w, "database not writable: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if !s.healthy() {
+		http.Error(w, "sweep loop is not making progress", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}

@@ -1,0 +1,483 @@
+// Command ackd answers Slack within its 3-second deadline after durably
+// recording each request in SQLite, then performs the side effects from an
+// outbox with leases, fencing, backoff and a dead-letter state.
+//
+// Each command is thin wiring over a package: daemon (serve), store
+// (migrate, status, outbox, prune), sweep (sweep --once) and slacksim (send,
+// bench).
+package main
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/slacksim"
+	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/sweep"
+)
+
+//go:embed schema.sql
+var schema string
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = ""
+
+func main() {
+	if err := newRoot(os.Stdout, os.Stderr).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "ackd:", err)
+		os.Exit(1)
+	}
+}
+
+// globals are the flags every command shares.
+type globals struct {
+	config, db, listen string
+	stdout, stderr     io.Writer
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "ackd",
+		Short:         "Answer Slack within 3 seconds, durably, and do the work afterwards",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.config, "config", "", "TOML config file (env ACKD_CONFIG); none = built-in dry-run defaults")
+	pf.StringVar(&g.db, "db", "", "SQLite database file (env ACKD_DB; default ./ackd.db)")
+	pf.StringVar(&g.listen, "listen", "", "listen address (env ACKD_LISTEN; default 127.0.0.1:3000)")
+	root.AddCommand(serveCmd(g), sweepCmd(g), migrateCmd(g), statusCmd(g), outboxCmd(g), pruneCmd(g),
+		sendCmd(g), benchCmd(g), versionCmd(g))
+	return root
+}
+
+// loadConfig resolves the configuration: file (or defaults) < env < flags.
+func (g *globals) loadConfig() (daemon.Config, error) {
+	path := g.config
+	if path == "" {
+		path = os.Getenv("ACKD_CONFIG")
+	}
+	cfg := daemon.Default()
+	if path != "" {
+		var err error
+		if cfg, err = daemon.Load(path); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.ApplyEnv(os.Getenv)
+	if g.listen != "" {
+		cfg.Listen = g.listen
+	}
+	if g.db != "" {
+		cfg.DB = g.db
+	}
+	return cfg, cfg.Validate()
+}
+
+func (g *globals) logger() *slog.Logger {
+	level := slog.LevelInfo
+	_ = level.UnmarshalText([]byte(os.Getenv("ACKD_LOG_LEVEL")))
+	opts := &slog.HandlerOptions{Level: level}
+	if f, ok := g.stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		return slog.New(slog.NewTextHandler(g.stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(g.stderr, opts))
+}
+
+func (g *globals) openStore(ctx context.Context) (*store.Store, daemon.Config, error) {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return nil, cfg, err
+	}
+	st, err := store.Open(ctx, cfg.DB, cfg.StoreOptions(schema, nil))
+	return st, cfg, err
+}
+
+func secrets(signing bool) (daemon.Secrets, error) {
+	var sec daemon.Secrets
+	var err error
+	get := func(name string, dst *string) {
+		if err == nil {
+			*dst, err = daemon.Secret(name, os.Getenv)
+		}
+	}
+	if signing {
+		get("SLACK_SIGNING_SECRET", &sec.SigningSecret)
+	}
+	get("SLACK_BOT_TOKEN", &sec.BotToken)
+	get("ACKD_FORWARD_SECRET", &sec.ForwardSecret)
+	return sec, err
+}
+
+func serveCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon: Slack ingress, sweep ticker, pruner, /healthz, /metrics",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.loadConfig()
+			if err != nil {
+				return err
+			}
+			sec, err := secrets(true)
+			if err != nil {
+				return err
+			}
+			srv, err := daemon.New(cfg, daemon.Options{Schema: schema, Secrets: sec, Logger: g.logger(),
+				Notifier: daemon.NewNotifier(), ShutdownTimeout: 20 * time.Second})
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			if err := srv.Open(ctx); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			stop() // a second signal now kills the process instead of waiting
+			return srv.Close()
+		},
+	}
+}
+
+func sweepCmd(g *globals) *cobra.Command {
+	var once bool
+	c := &cobra.Command{
+		Use:   "sweep --once",
+		Short: "Claim and perform one batch of due outbox rows, then exit",
+		Long: "Runs the same sweep as the daemon's ticker, against the same database; safe to run\n" +
+			"while the daemon runs (claims are disjoint). Exit status is non-zero only when the\n" +
+			"database itself failed; effect failures are recorded on their rows.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !once {
+				return errors.New("the daemon sweeps by itself; use --once for a single sweep by hand")
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			st, cfg, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			sec, err := secrets(false)
+			if err != nil {
+				return err
+			}
+			log := g.logger()
+			sw := sweep.New(st, sweep.Effects(cfg.EffectConfig(sec, log, nil)), cfg.SweepConfig(), log, nil)
+			res, err := sw.RunOnce(ctx)
+			fmt.Fprintf(g.stdout, "claimed=%d done=%d retried=%d parked=%d fenced=%d\n",
+				res.Claimed, res.Done, res.Retried, res.Parked, res.Fenced)
+			return err
+		},
+	}
+	c.Flags().BoolVar(&once, "once", false, "run one sweep and exit")
+	return c
+}
+
+func migrateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or upgrade the database schema (serve also does this at start)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, cfg, err := g.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			v, err := st.SchemaVersion(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "%s: schema version %d\n", cfg.DB, v)
+			return nil
+		},
+	}
+}
+
+func statusCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Outbox rows by status, receipts, and the oldest pending row's age",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, cfg, err := g.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			s, err := st.Stats(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(g.stdout).Encode(map[string]any{
+					"db": cfg.DB, "schema_version": s.SchemaVersion, "receipts": s.Receipts,
+					"pending": s.Pending, "leased": s.Leased, "done": s.Done, "parked": s.Parked,
+					"oldest_pending_seconds": int64(s.OldestPending.Seconds()),
+				})
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "database\t%s (schema %d)\n", cfg.DB, s.SchemaVersion)
+			fmt.Fprintf(w, "receipts\t%d\n", s.Receipts)
+			fmt.Fprintf(w, "pending\t%d (%d leased)\n", s.Pending, s.Leased)
+			fmt.Fprintf(w, "done\t%d\n", s.Done)
+			fmt.Fprintf(w, "parked\t%d\n", s.Parked)
+			fmt.Fprintf(w, "oldest pending\t%s\n", s.OldestPending.Round(time.Second))
+			return w.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func outboxCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{Use: "outbox", Short: "Inspect and requeue outbox rows"}
+	var status string
+	var limit int
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List outbox rows, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, _, err := g.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			rows, err := st.List(cmd.Context(), status, limit)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tSTATUS\tEFFECT\tATTEMPTS\tCREATED\tKEY\tLAST ERROR")
+			for _, r := range rows {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Status, r.Effect, r.Attempts,
+					r.CreatedAt.UTC().Format(time.DateTime), r.Key, oneLine(r.LastError, 80))
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().StringVar(&status, "status", "", "only rows with this status: pending, done or parked")
+	list.Flags().IntVar(&limit, "limit", 50, "at most this many rows")
+
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one outbox row with its payload",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil {
+				return fmt.Errorf("outbox show: %q is not a row id", args[0])
+			}
+			st, _, err := g.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			r, err := st.Get(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			t := func(v time.Time) string {
+				if v.IsZero() {
+					return "-"
+				}
+				return v.UTC().Format(time.RFC3339Nano)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "id\t%d\nkey\t%s\neffect\t%s\nstatus\t%s\nattempts\t%d\n", r.ID, r.Key, r.Effect, r.Status, r.Attempts)
+			fmt.Fprintf(w, "created\t%s\nnext attempt\t%s\nlease until\t%s\ncompleted\t%s\n",
+				t(r.CreatedAt), t(r.NextAttemptAt), t(r.ClaimExpiresAt), t(r.CompletedAt))
+			fmt.Fprintf(w, "last error\t%s\nresult\t%s\n", r.LastError, r.Result)
+			w.Flush()
+			fmt.Fprintln(g.stdout, "payload:")
+			var pretty any
+			if json.Unmarshal([]byte(r.Payload), &pretty) == nil {
+				enc := json.NewEncoder(g.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(pretty)
+			}
+			_, err = fmt.Fprintln(g.stdout, r.Payload)
+			return err
+		},
+	}
+
+	var allParked bool
+	retry := &cobra.Command{
+		Use:   "retry ID | --all-parked",
+		Short: "Put parked rows back to pending with a fresh attempt budget",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if allParked == (len(args) == 1) {
+				return errors.New("outbox retry: give one row ID or --all-parked")
+			}
+			st, _, err := g.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if allParked {
+				n, err := st.RequeueParked(cmd.Context())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "requeued %d parked rows\n", n)
+				return nil
+			}
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil {
+				return fmt.Errorf("outbox retry: %q is not a row id", args[0])
+			}
+			if err := st.Requeue(cmd.Context(), id); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "requeued row %d\n", id)
+			return nil
+		},
+	}
+	retry.Flags().BoolVar(&allParked, "all-parked", false, "requeue every parked row")
+	c.AddCommand(list, show, retry)
+	return c
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}
+
+func pruneCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "prune",
+		Short: "Delete receipts and done rows older than the retention (pending and parked rows stay)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, cfg, err := g.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			res, err := st.Prune(cmd.Context(), cfg.Retention.Receipts.Duration, cfg.Retention.Done.Duration, 1000)
+			fmt.Fprintf(g.stdout, "pruned receipts=%d done=%d\n", res.Receipts, res.Done)
+			return err
+		},
+	}
+}
+
+func (g *globals) baseURL() string {
+	cfg, err := g.loadConfig()
+	listen := "127.0.0.1:3000"
+	if err == nil {
+		listen = cfg.Listen
+	}
+	return "http://" + listen
+}
+
+func sendCmd(g *globals) *cobra.Command {
+	var url string
+	var form bool
+	var retryNum int
+	c := &cobra.Command{
+		Use:   "send FILE",
+		Short: "Sign a payload file with SLACK_SIGNING_SECRET and POST it to a running ackd",
+		Long: "JSON files go to /slack/events. With --form the file is a form body: a slash command,\n" +
+			"or an interaction when it has a payload= field. --url overrides the target URL.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			sec, err := daemon.Secret("SLACK_SIGNING_SECRET", os.Getenv)
+			if err != nil {
+				return err
+			}
+			if sec == "" {
+				return errors.New("set SLACK_SIGNING_SECRET (the same secret the daemon uses)")
+			}
+			body = []byte(strings.TrimRight(string(body), "\r\n"))
+			if url == "" {
+				path := "/slack/events"
+				if form {
+					path = "/slack/commands"
+					if strings.HasPrefix(string(body), "payload=") || strings.Contains(string(body), "&payload=") {
+						path = "/slack/interactivity"
+					}
+				}
+				url = g.baseURL() + path
+			}
+			status, resp, err := slacksim.Send(cmd.Context(), slacksim.SendOptions{
+				URL: url, Secret: sec, Body: body, Form: form, RetryNum: retryNum})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "%d %s\n", status, http.StatusText(status))
+			if len(resp) > 0 {
+				fmt.Fprintln(g.stdout, strings.TrimSpace(string(resp)))
+			}
+			if status >= 300 {
+				return fmt.Errorf("ackd answered %d", status)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&url, "url", "", "target URL (default http://{listen}/slack/events, /slack/commands or /slack/interactivity)")
+	c.Flags().BoolVar(&form, "form", false, "the file is a form body (slash command or interaction), not Events API JSON")
+	c.Flags().IntVar(&retryNum, "retry-num", 0, "add X-Slack-Retry-Num: N and X-Slack-Retry-Reason: http_timeout")
+	return c
+}
+
+func versionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(*cobra.Command, []string) {
+			v, rev := version, ""
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				if v == "" {
+					v = bi.Main.Version
+				}
+				for _, s := range bi.Settings {
+					if s.Key == "vcs.revision" {
+						rev = s.Value
+					}
+				}
+			}
+			if v == "" {
+				v = "(devel)"
+			}
+			if rev != "" {
+				v += " " + rev
+			}
+			fmt.Fprintln(g.stdout, "ackd", v)
+		},
+	}
+}
