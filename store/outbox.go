@@ -49,8 +49,8 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 		return nil, fmt.Errorf("claim: limit %d and lease %s must be positive", limit, lease)
 	}
 	var rows []Row
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		now := ms(s.opts.Now())
+	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+		rows = rows[:0]
 		res, err := tx.QueryContext(ctx,
 			`UPDATE outbox
 			    SET claim_token = ?1, claim_expires_at = ?2
@@ -89,8 +89,8 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 // was lost (another token claimed the row, or it is no longer pending): then
 // nothing is written and no follow-up is enqueued.
 func (s *Store) Complete(ctx context.Context, id int64, token, result string, followUps []NewRow) (held bool, err error) {
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		now := ms(s.opts.Now())
+	err = s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+		held = false
 		var res sql.NullString
 		if result != "" {
 			res = sql.NullString{String: result, Valid: true}
@@ -109,7 +109,7 @@ func (s *Store) Complete(ctx context.Context, id int64, token, result string, fo
 		if held = n == 1; !held {
 			return nil
 		}
-		return insertRows(ctx, tx, followUps, now)
+		return s.insertRows(ctx, tx, followUps, now)
 	})
 	if err != nil {
 		return false, fmt.Errorf("complete outbox row %d: %w", id, err)
@@ -139,8 +139,9 @@ type FailResult struct {
 // it. See FailKind.
 func (s *Store) Fail(ctx context.Context, id int64, token string, kind FailKind, msg string, retryAfter time.Duration) (FailResult, error) {
 	var out FailResult
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		now := s.opts.Now()
+	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, nowMS int64) error {
+		now := time.UnixMilli(nowMS)
+		out = FailResult{}
 		var attempts int
 		err := tx.QueryRowContext(ctx,
 			`SELECT attempts FROM outbox WHERE id = ? AND claim_token = ? AND status = 'pending'`,

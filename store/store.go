@@ -114,10 +114,11 @@ type Store struct {
 	w    *sql.DB // exactly one connection: every write, BEGIN IMMEDIATE
 	r    *sql.DB // read-only pool for inspection and metrics
 
-	intents chan *intentReq
-	wg      sync.WaitGroup
-	mu      sync.RWMutex // guards closed against sends on intents
-	closed  bool
+	st     stmts    // prepared on the writer connection
+	ops    chan *op // group commit queue (group.go)
+	wg     sync.WaitGroup
+	mu     sync.RWMutex // guards closed against sends on ops
+	closed bool
 
 	busy atomic.Int64 // SQLITE_BUSY / SQLITE_LOCKED errors seen
 }
@@ -167,8 +168,12 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 
-	s := &Store{path: path, opts: opts, w: w, intents: make(chan *intentReq, 4096)}
+	s := &Store{path: path, opts: opts, w: w, ops: make(chan *op, 4096)}
 	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, sqliteReason(err)
+	}
+	if err := s.prepare(ctx); err != nil {
 		w.Close()
 		return nil, sqliteReason(err)
 	}
@@ -233,7 +238,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.intents)
+	close(s.ops)
 	s.mu.Unlock()
 	s.wg.Wait()
 	var errs []error

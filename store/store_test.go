@@ -376,9 +376,8 @@ func TestClaim(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				tok := fmt.Sprintf("T%d", w)
-				for {
-					rows, err := s.Claim(context.Background(), tok+fmt.Sprint(len(owner)), 5, time.Hour)
+				for round := 0; ; round++ {
+					rows, err := s.Claim(context.Background(), fmt.Sprintf("T%d-%d", w, round), 5, time.Hour)
 					if err != nil {
 						t.Error(err)
 						return

@@ -1,0 +1,75 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ackd/ackd/store"
+)
+
+// BenchmarkRecordIntent measures the durable pre-ack write: one receipt and
+// one outbox row per event, concurrent callers group-committed.
+//
+//	go test -run '^$' -bench RecordIntent -benchtime 3s ./store/
+func BenchmarkRecordIntent(b *testing.B) {
+	for _, sync := range []string{"FULL", "NORMAL"} {
+		for _, par := range []int{1, 64} {
+			b.Run(fmt.Sprintf("synchronous=%s/callers=%d", sync, par), func(b *testing.B) {
+				s := mustOpen(b, filepath.Join(b.TempDir(), "ackd.db"), store.Options{Synchronous: sync})
+				payload := `{"route":"r","source":"event","raw":{"type":"event_callback","event":{"type":"message","text":"hello world"}}}`
+				var n atomic.Int64
+				b.SetParallelism(par)
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						id := fmt.Sprintf("Ev%d", n.Add(1))
+						_, err := s.RecordIntent(context.Background(), store.Intent{EventID: id, EventType: "message",
+							Rows: []store.NewRow{{Key: id + ":r", Effect: "log", Payload: payload}}})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkClaimComplete measures outbox throughput: claim a batch of 25,
+// complete each row fenced by the token.
+//
+//	go test -run '^$' -bench ClaimComplete -benchtime 3s ./store/
+func BenchmarkClaimComplete(b *testing.B) {
+	s := mustOpen(b, filepath.Join(b.TempDir(), "ackd.db"), store.Options{})
+	ctx := context.Background()
+	for i := range b.N {
+		id := fmt.Sprintf("Ev%d", i)
+		s.RecordIntent(ctx, store.Intent{EventID: id, EventType: "message",
+			Rows: []store.NewRow{{Key: id + ":r", Effect: "log", Payload: `{}`}}})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	done := 0
+	for done < b.N {
+		rows, err := s.Claim(ctx, fmt.Sprint("T", done), 25, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rows) == 0 {
+			b.Fatalf("ran dry after %d of %d", done, b.N)
+		}
+		for _, r := range rows {
+			if held, err := s.Complete(ctx, r.ID, r.ClaimToken, "", nil); err != nil || !held {
+				b.Fatal(held, err)
+			}
+		}
+		done += len(rows)
+	}
+	b.ReportMetric(float64(done)/b.Elapsed().Seconds(), "rows/s")
+}

@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Group commit. Every small write (an intent, a claim, a completion, a
+// failure) is an op sent to one committer goroutine, which runs whatever ops
+// are waiting in ONE BEGIN IMMEDIATE transaction on the writer connection:
+// one fsync for all of them. Each op runs inside its own SAVEPOINT, so an op
+// whose statements fail is rolled back alone and only its caller sees the
+// error; the others commit. Each caller learns its own result only after the
+// commit (or its failure).
+
+type op struct {
+	ctx  context.Context
+	fn   func(ctx context.Context, tx *sql.Tx, now int64) error
+	done chan error // buffered: the committer never blocks on a caller that gave up
+}
+
+// stmts are the writer connection's prepared statements for the hot path.
+type stmts struct {
+	savepoint, rollbackTo, release *sql.Stmt
+	receipt, changes, outbox       *sql.Stmt
+}
+
+func (s *Store) prepare(ctx context.Context) error {
+	var err error
+	p := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = s.w.PrepareContext(ctx, q)
+		return st
+	}
+	s.st = stmts{
+		savepoint:  p("SAVEPOINT op"),
+		rollbackTo: p("ROLLBACK TO op"),
+		release:    p("RELEASE op"),
+		receipt: p(`INSERT INTO slack_event_receipts (event_id, event_type, received_at)
+		            VALUES (?, ?, ?)
+		            ON CONFLICT (event_id) DO NOTHING`),
+		changes: p("SELECT changes()"),
+		outbox: p(`INSERT INTO outbox (idempotency_key, effect, payload, next_attempt_at, created_at)
+		           VALUES (?, ?, ?, ?, ?)
+		           ON CONFLICT (idempotency_key) DO NOTHING`),
+	}
+	return err
+}
+
+// inGroup runs fn in the next group commit and returns its error, or the
+// commit's. If ctx ends first it returns ctx's error; fn may still run and
+// commit afterwards, so every fn must be safe to have happened (all of the
+// store's writes are idempotent or fenced).
+func (s *Store) inGroup(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, now int64) error) error {
+	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case s.ops <- o:
+		s.mu.RUnlock()
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return ctx.Err()
+	}
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// committer drains the op queue into group commits until Close.
+func (s *Store) committer() {
+	defer s.wg.Done()
+	batch := make([]*op, 0, s.opts.MaxBatch)
+	for o := range s.ops {
+		batch = append(batch[:0], o)
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case o, ok := <-s.ops:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		s.commitBatch(batch)
+		clear(batch)
+	}
+}
+
+// commitBatch runs a group of ops in one transaction and answers each.
+func (s *Store) commitBatch(batch []*op) {
+	errs := make([]error, len(batch))
+	live := 0
+	for i, o := range batch {
+		if err := o.ctx.Err(); err != nil {
+			errs[i] = err // the caller already gave up (an ack answered 500)
+			continue
+		}
+		live++
+	}
+	if live > 0 {
+		// The transaction outlives any one caller's deadline on purpose: a
+		// commit after a caller gave up is harmless, a torn batch is not.
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.BusyTimeout+30*time.Second)
+		now := ms(s.opts.Now())
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			for i, o := range batch {
+				if errs[i] == nil {
+					errs[i] = s.runOp(ctx, tx, o, now)
+				}
+			}
+			return nil
+		})
+		cancel()
+		if err != nil {
+			for i := range errs {
+				if errs[i] == nil {
+					errs[i] = err
+				}
+			}
+		}
+	}
+	for i, o := range batch {
+		o.done <- errs[i]
+	}
+}
+
+// runOp runs one op inside its own savepoint of the batch transaction; on
+// failure it rolls back to the savepoint, leaving the rest of the batch.
+func (s *Store) runOp(ctx context.Context, tx *sql.Tx, o *op, now int64) (err error) {
+	if _, err := tx.StmtContext(ctx, s.st.savepoint).ExecContext(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic in store op: %v", p)
+		}
+		if err != nil {
+			_, rbErr := tx.StmtContext(ctx, s.st.rollbackTo).ExecContext(ctx)
+			err = errors.Join(err, rbErr)
+		}
+		if _, relErr := tx.StmtContext(ctx, s.st.release).ExecContext(ctx); relErr != nil && err == nil {
+			err = relErr
+		}
+	}()
+	return o.fn(ctx, tx, now)
+}
