@@ -174,7 +174,7 @@ func Load(path string) (Config, error) {
 	return cfg, nil
 }
 
-var routeHeader = regexp.MustCompile(`(?m)^\s*\[\[\s*route\s*\]\]`)
+var routeHeader = regexp.MustCompile(`(?m)^[ \t]*\[\[[ \t]*route[ \t]*\]\]`)
 
 // Parse decodes TOML over the defaults and validates the result. A file that
 // has routes replaces the built-in dry-run route.

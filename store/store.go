@@ -275,10 +275,14 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error)
 	return nil
 }
 
-// note counts busy/locked errors and returns err unchanged.
+// note counts busy/locked errors and names the file in read-only errors
+// (the driver's message does not say which database it means).
 func (s *Store) note(err error) error {
 	if IsBusy(err) {
 		s.busy.Add(1)
+	}
+	if IsReadOnly(err) {
+		return fmt.Errorf("database %s is read-only: %w", s.path, err)
 	}
 	return err
 }

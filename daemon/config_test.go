@@ -1,0 +1,248 @@
+package daemon_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ackd/ackd/daemon"
+)
+
+func TestParseRejectsWithTheProblemNamed(t *testing.T) {
+	// A route that is valid on its own, for cases about something else.
+	const okRoute = "[[route]]\nname = \"ok\"\nevent = \"*\"\neffect = \"log\"\n"
+	for _, tc := range []struct {
+		name string
+		toml string
+		want []string // every one must appear in the error
+	}{
+		{"unknown top-level key",
+			"listen = \"127.0.0.1:3000\"\nlisen = \"127.0.0.1:3001\"\n",
+			[]string{`unknown key "lisen"`, "line 2"}},
+		{"unknown key in a table",
+			"[sweep]\ninterval = \"5s\"\n\nintervall = \"5s\"\n",
+			[]string{`unknown key "sweep.intervall"`, "line 4"}},
+		{"unknown key in a route",
+			okRoute + "colour = \"red\"\n",
+			[]string{`unknown key "route.colour"`, "line 5"}},
+		{"value of the wrong kind",
+			"[ack]\nbudget = \"2 seconds\"\n",
+			[]string{`"ack.budget"`, "line 2"}},
+		{"duplicate route name",
+			okRoute + "\n[[route]]\nname = \"ok\"\nevent = \"message\"\neffect = \"log\"\n",
+			[]string{`line 6: route "ok"`, "duplicate route name", "first at line 1"}},
+		{"unknown effect",
+			"\n[[route]]\nname = \"tweet\"\nevent = \"*\"\neffect = \"tweet\"\n",
+			[]string{`line 2: route "tweet"`, `effect "tweet" is not one of`}},
+		{"route timeout equal to the lease",
+			"[sweep]\nlease = \"1m\"\n\n[[route]]\nname = \"slow\"\nevent = \"*\"\neffect = \"log\"\ntimeout = \"1m\"\n",
+			[]string{`line 4: route "slow"`, "timeout 1m0s must be shorter than sweep.lease 1m0s"}},
+		{"route timeout above the lease",
+			"[sweep]\nlease = \"1m\"\n\n[[route]]\nname = \"slow\"\nevent = \"*\"\neffect = \"log\"\ntimeout = \"90s\"\n",
+			[]string{`route "slow"`, "must be shorter than sweep.lease"}},
+		{"default route timeout (10s) not under a short lease",
+			"[sweep]\nlease = \"10s\"\n\n" + okRoute,
+			[]string{`route "ok"`, "timeout 10s must be shorter than sweep.lease 10s"}},
+		{"ack budget of 3s",
+			"[ack]\nbudget = \"3s\"\n" + okRoute,
+			[]string{"ack.budget", "3s"}},
+		{"ack budget above 3s",
+			"[ack]\nbudget = \"10s\"\n" + okRoute,
+			[]string{"ack.budget", "10s"}},
+		{"ack budget of zero",
+			"[ack]\nbudget = \"0s\"\n" + okRoute,
+			[]string{"ack.budget"}},
+		{"template that does not parse",
+			"[[route]]\nname = \"reply\"\nevent = \"app_mention\"\neffect = \"post\"\ntext = \"hi {{.User\"\n",
+			[]string{`line 1: route "reply"`, "text:"}},
+		{"key = message on a command route",
+			"[[route]]\nname = \"deploy\"\ncommand = \"/deploy\"\nkey = \"message\"\neffect = \"respond\"\ntext = \"ok\"\n",
+			[]string{`route "deploy"`, `key = "message" applies to Events API routes only`}},
+		{"respond on an event route",
+			"[[route]]\nname = \"answer\"\nevent = \"app_mention\"\neffect = \"respond\"\ntext = \"ok\"\n",
+			[]string{`route "answer"`, "effect respond needs a response_url"}},
+		{"route with no trigger",
+			"[[route]]\nname = \"nothing\"\neffect = \"log\"\n",
+			[]string{`route "nothing"`, "set exactly one of event, command, or callback_id/action_id"}},
+		{"route with an event and a command",
+			"[[route]]\nname = \"both\"\nevent = \"message\"\ncommand = \"/deploy\"\neffect = \"log\"\n",
+			[]string{`route "both"`, "set exactly one of event, command, or callback_id/action_id"}},
+		{"route with a command and an action_id",
+			"[[route]]\nname = \"both\"\ncommand = \"/deploy\"\naction_id = \"approve\"\neffect = \"log\"\n",
+			[]string{`route "both"`, "set exactly one of event, command, or callback_id/action_id"}},
+		{"route without a name",
+			"[[route]]\nevent = \"*\"\neffect = \"log\"\n",
+			[]string{"name is required"}},
+		{"forward without url",
+			"[[route]]\nname = \"fwd\"\nevent = \"*\"\neffect = \"forward\"\n",
+			[]string{`route "fwd"`, "effect forward needs url"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := daemon.Parse([]byte(tc.toml))
+			if err == nil {
+				t.Fatalf("Parse accepted:\n%s", tc.toml)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseAccepts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		toml  string
+		check func(t *testing.T, c daemon.Config)
+	}{
+		{"ack budget just under 3s", "[ack]\nbudget = \"2999ms\"\n", func(t *testing.T, c daemon.Config) {
+			if c.Ack.Budget.Duration != 2999*time.Millisecond {
+				t.Errorf("budget %s", c.Ack.Budget)
+			}
+		}},
+		{"a file with routes replaces the built-in route",
+			"[[route]]\nname = \"eyes\"\nevent = \"message\"\neffect = \"react\"\nreaction = \"eyes\"\n",
+			func(t *testing.T, c daemon.Config) {
+				if len(c.Routes) != 1 || c.Routes[0].Name != "eyes" || c.Builtin {
+					t.Errorf("routes %+v, builtin %v; want only eyes", c.Routes, c.Builtin)
+				}
+				if c.Routes[0].Key != "event" || c.Routes[0].Timeout.Duration != 10*time.Second {
+					t.Errorf("route defaults: key %q timeout %s; want event and 10s", c.Routes[0].Key, c.Routes[0].Timeout)
+				}
+			}},
+		{"key = message on an event route",
+			"[[route]]\nname = \"once\"\nevent = \"*\"\nkey = \"message\"\neffect = \"log\"\n",
+			func(t *testing.T, c daemon.Config) {
+				if c.Routes[0].Key != "message" {
+					t.Errorf("key %q", c.Routes[0].Key)
+				}
+			}},
+		{"respond on a command route",
+			"[[route]]\nname = \"deploy\"\ncommand = \"/deploy\"\neffect = \"respond\"\ntext = \"Deployed {{.Text}}\"\n",
+			func(t *testing.T, c daemon.Config) {}},
+		{"route timeout just under the lease",
+			"[sweep]\nlease = \"1m\"\n[[route]]\nname = \"slow\"\nevent = \"*\"\neffect = \"log\"\ntimeout = \"59s\"\n",
+			func(t *testing.T, c daemon.Config) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := daemon.Parse([]byte(tc.toml))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestShippedExampleConfigParses(t *testing.T) {
+	c, err := daemon.Load("../systemd/ackd.toml")
+	if err != nil {
+		t.Fatalf("systemd/ackd.toml: %v", err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	if c.Source != "../systemd/ackd.toml" || c.Builtin {
+		t.Errorf("source %q builtin %v", c.Source, c.Builtin)
+	}
+	var names []string
+	for _, r := range c.Routes {
+		names = append(names, r.Name+"="+r.Effect)
+	}
+	if got, want := strings.Join(names, " "), "mention-to-app=forward eyes=react deploy=respond"; got != want {
+		t.Errorf("routes %s, want %s", got, want)
+	}
+	if c.Ack.Budget.Duration != 2*time.Second || c.Sweep.Lease.Duration != 10*time.Minute {
+		t.Errorf("ack.budget %s sweep.lease %s; want 2s and 10m", c.Ack.Budget, c.Sweep.Lease)
+	}
+}
+
+func TestDefaultValidates(t *testing.T) {
+	c := daemon.Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Default().Validate() = %v", err)
+	}
+	if !c.Builtin {
+		t.Error("Default() is not marked built-in")
+	}
+	if len(c.Routes) != 1 {
+		t.Fatalf("%d default routes, want 1", len(c.Routes))
+	}
+	if r := c.Routes[0]; r.Name != daemon.DefaultRouteName || r.Event != "*" || r.Effect != "log" {
+		t.Errorf("default route %+v, want %s: every event to log", r, daemon.DefaultRouteName)
+	}
+	if c.DB != "./ackd.db" || c.Ack.Budget.Duration != 2*time.Second || !c.Sweep.Immediate {
+		t.Errorf("defaults: db %q budget %s immediate %v", c.DB, c.Ack.Budget, c.Sweep.Immediate)
+	}
+}
+
+func TestApplyEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		env                  map[string]string
+		listen, db, slackAPI string
+	}{
+		{"nothing set keeps the file's values", nil, "127.0.0.1:3000", "./ackd.db", ""},
+		{"ACKD_LISTEN", map[string]string{"ACKD_LISTEN": "127.0.0.1:4000"}, "127.0.0.1:4000", "./ackd.db", ""},
+		{"ACKD_DB", map[string]string{"ACKD_DB": "/var/lib/ackd/ackd.db"}, "127.0.0.1:3000", "/var/lib/ackd/ackd.db", ""},
+		{"SLACK_API_URL", map[string]string{"SLACK_API_URL": "http://127.0.0.1:9/api/"}, "127.0.0.1:3000", "./ackd.db", "http://127.0.0.1:9/api/"},
+		{"all three", map[string]string{"ACKD_LISTEN": "127.0.0.1:1", "ACKD_DB": "x.db", "SLACK_API_URL": "http://127.0.0.1:2/"},
+			"127.0.0.1:1", "x.db", "http://127.0.0.1:2/"},
+		{"empty values override nothing", map[string]string{"ACKD_LISTEN": "", "ACKD_DB": ""}, "127.0.0.1:3000", "./ackd.db", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := daemon.Default()
+			c.ApplyEnv(func(k string) string { return tc.env[k] })
+			if c.Listen != tc.listen || c.DB != tc.db || c.Slack.APIURL != tc.slackAPI {
+				t.Errorf("listen %q db %q api_url %q; want %q %q %q", c.Listen, c.DB, c.Slack.APIURL, tc.listen, tc.db, tc.slackAPI)
+			}
+		})
+	}
+}
+
+func TestSecret(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "signing-secret")
+	if err := os.WriteFile(file, []byte("  from-a-file\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		want    string
+		wantErr []string
+	}{
+		{"from the variable, trimmed", map[string]string{"SLACK_SIGNING_SECRET": " from-env\n"}, "from-env", nil},
+		{"from the _FILE variable, trimmed", map[string]string{"SLACK_SIGNING_SECRET_FILE": file}, "from-a-file", nil},
+		{"neither set is empty", nil, "", nil},
+		{"both set is an error", map[string]string{"SLACK_SIGNING_SECRET": "a", "SLACK_SIGNING_SECRET_FILE": file}, "",
+			[]string{"SLACK_SIGNING_SECRET", "SLACK_SIGNING_SECRET_FILE"}},
+		{"missing file is an error", map[string]string{"SLACK_SIGNING_SECRET_FILE": filepath.Join(dir, "absent")}, "",
+			[]string{"SLACK_SIGNING_SECRET_FILE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := daemon.Secret("SLACK_SIGNING_SECRET", func(k string) string { return tc.env[k] })
+			if tc.wantErr != nil {
+				if err == nil {
+					t.Fatalf("Secret = %q, want an error", got)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not name %s", err, w)
+					}
+				}
+				if got != "" {
+					t.Errorf("Secret returned %q with its error", got)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Secret = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

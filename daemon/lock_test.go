@@ -1,0 +1,246 @@
+package daemon_test
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/internal/fakeslack"
+)
+
+// Tests for a database ackd cannot write: another process holding the write
+// lock past the ack budget, and a read-only file.
+
+// lockHolder is a sqlite3 CLI process holding the database write lock.
+type lockHolder struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  chan error
+}
+
+// lockHold starts `sqlite3 db`, takes the write lock with BEGIN IMMEDIATE
+// and returns once the CLI says it holds it. The process is killed at
+// cleanup unless Release ended it first.
+func lockHold(tb testing.TB, db string) *lockHolder {
+	tb.Helper()
+	bin, err := exec.LookPath("sqlite3")
+	if err != nil {
+		tb.Skip("sqlite3 CLI not found; it is needed to hold the write lock from another process (CI installs it: apt-get install sqlite3)")
+	}
+	cmd := exec.Command(bin, "-bail", db)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	h := &lockHolder{cmd: cmd, stdin: stdin, done: make(chan error, 1)}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		h.done <- cmd.Wait()
+	}()
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-h.done
+	})
+	// The daemon may hold the lock for a moment (a sweep): wait for it.
+	if _, err := io.WriteString(stdin, ".timeout 10000\nBEGIN IMMEDIATE;\nSELECT 'locked';\n"); err != nil {
+		tb.Fatal(err)
+	}
+	select {
+	case line := <-lines:
+		if line != "locked" {
+			tb.Fatalf("sqlite3 said %q, want locked; stderr: %s", line, stderr.String())
+		}
+	case err := <-h.done:
+		tb.Fatalf("sqlite3 exited before taking the lock: %v; stderr: %s", err, stderr.String())
+	case <-time.After(20 * time.Second):
+		tb.Fatalf("sqlite3 did not take the write lock; stderr: %s", stderr.String())
+	}
+	return h
+}
+
+// Release commits the empty transaction and waits for the process to exit.
+func (h *lockHolder) Release(tb testing.TB) {
+	tb.Helper()
+	if _, err := io.WriteString(h.stdin, "COMMIT;\n.quit\n"); err != nil {
+		tb.Fatal(err)
+	}
+	_ = h.stdin.Close()
+	select {
+	case err := <-h.done:
+		h.done <- err // for the cleanup
+		if err != nil {
+			tb.Fatalf("sqlite3: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		tb.Fatal("sqlite3 did not exit after COMMIT")
+	}
+}
+
+func lockGetHealth(tb testing.TB, s *testServer) response {
+	tb.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.URL+"/healthz", nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s.do(req)
+}
+
+func TestWriteLockHeldByAnotherProcess(t *testing.T) {
+	api := fakeslack.New(t, evBotToken)
+	// A short ticker: a late commit of the failed intent (harmless, see
+	// store.RecordIntent) makes the retry a duplicate, which does not
+	// trigger the immediate attempt; the ticker delivers it.
+	s := startServer(t, evPostConfig(t, api, "[ack]\nbudget = \"500ms\"\n[sweep]\ninterval = \"300ms\""), evBotOptions())
+	const budget = 500 * time.Millisecond
+	const eventID = "Ev0LOCKED"
+	body := eventBody(eventID, mention("C1", "1700000000.000800", "<@UBOT> hi"))
+	if r := lockGetHealth(t, s); r.Status != http.StatusOK {
+		t.Fatalf("healthz before the lock: %d %q", r.Status, r.Body)
+	}
+
+	holder := lockHold(t, s.DB)
+
+	start := time.Now()
+	r := s.postEvent(body)
+	took := time.Since(start)
+	if r.Status != http.StatusInternalServerError {
+		t.Fatalf("status %d %q while another process holds the write lock, want 500", r.Status, r.Body)
+	}
+	if took < budget || took > budget+2*time.Second {
+		t.Errorf("answered in %s, want after the %s budget and within %s", took, budget, budget+2*time.Second)
+	}
+	evWaitLog(t, s.Logs, "event_id", eventID, "status", 500, "outcome", "failed", "reason", "database busy past the ack budget")
+	if receipts, outbox := s.rows(); receipts != 0 || outbox != 0 {
+		t.Fatalf("%d receipts and %d outbox rows while the lock is held, want none", receipts, outbox)
+	}
+	if h := lockGetHealth(t, s); h.Status != http.StatusServiceUnavailable {
+		t.Fatalf("healthz while the lock is held: %d %q, want 503", h.Status, h.Body)
+	}
+	if n := len(api.Calls()); n != 0 {
+		t.Fatalf("%d Slack calls before anything was recorded, want 0", n)
+	}
+
+	holder.Release(t)
+
+	// Slack retries the same body.
+	r = s.post("/slack/events", "application/json", body, http.Header{
+		"X-Slack-Retry-Num": {"1"}, "X-Slack-Retry-Reason": {"http_error"},
+	})
+	if r.Status != http.StatusOK {
+		t.Fatalf("retry after the lock was released: status %d %q, want 200", r.Status, r.Body)
+	}
+	// Whether the retry is "first" or "duplicate" depends on whether the
+	// failed delivery's transaction committed late, once the lock was free.
+	retry := evWaitLog(t, s.Logs, "event_id", eventID, "status", 200, "retry_num", "1")
+	t.Logf("the retry was %v", retry["outcome"])
+	evDrained(t, s)
+	if receipts, outbox := s.rows(); receipts != 1 || outbox != 1 {
+		t.Fatalf("%d receipts and %d outbox rows, want 1 and 1", receipts, outbox)
+	}
+	if n := len(api.CallsTo("chat.postMessage")); n != 1 {
+		t.Fatalf("%d chat.postMessage calls, want exactly 1", n)
+	}
+	waitFor(t, "healthz to recover", 15*time.Second, func() bool { return lockGetHealth(t, s).Status == http.StatusOK })
+}
+
+// lockChattr runs chattr with args, skipping the test when the file system
+// or the privileges do not allow it.
+func lockChattr(tb testing.TB, args ...string) {
+	tb.Helper()
+	if out, err := exec.Command("chattr", args...).CombinedOutput(); err != nil {
+		tb.Fatalf("chattr %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// lockRequireChattr skips unless chattr +i works in dir: it needs the chattr
+// binary, CAP_LINUX_IMMUTABLE (root) and a file system that supports it.
+func lockRequireChattr(tb testing.TB, dir string) {
+	tb.Helper()
+	if _, err := exec.LookPath("chattr"); err != nil {
+		tb.Skip("chattr not found; it is needed to make the database read-only for root (e2fsprogs)")
+	}
+	probe := filepath.Join(dir, "chattr-probe")
+	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if out, err := exec.Command("chattr", "+i", probe).CombinedOutput(); err != nil {
+		tb.Skipf("chattr +i does not work in %s (needs root and a file system with the immutable flag): %v: %s", dir, err, out)
+	}
+	lockChattr(tb, "-i", probe)
+}
+
+// A read-only database file (made immutable: as root, chmod would not stop
+// writes). ackd opens it and serves, but cannot record: each delivery gets
+// 500 and is logged as read-only; nothing already recorded is lost.
+//
+// The file is made immutable before Open. Making it immutable under a running
+// server does not give SQLITE_READONLY: in WAL mode writes go to the -wal
+// file through descriptors opened earlier (and an immutable -wal gives a disk
+// I/O error instead).
+func TestReadOnlyDatabase(t *testing.T) {
+	cfg := configFor(t, "")
+	lockRequireChattr(t, filepath.Dir(cfg.DB))
+
+	// Record one event with a writable file, then close every handle on it.
+	if !t.Run("record an event while writable", func(t *testing.T) {
+		first := startServer(t, cfg, daemon.Options{})
+		if r := first.postEvent(eventBody("Ev0BEFORE", mention("C1", "1.1", "hi"))); r.Status != http.StatusOK {
+			t.Fatalf("status %d %q, want 200", r.Status, r.Body)
+		}
+		evDrained(t, first)
+	}) {
+		t.FailNow()
+	}
+
+	lockChattr(t, "+i", cfg.DB)
+	t.Cleanup(func() { _ = exec.Command("chattr", "-i", cfg.DB).Run() }) // before TempDir removal
+	if f, err := os.OpenFile(cfg.DB, os.O_WRONLY, 0); err == nil {
+		f.Close()
+		t.Fatal("the immutable database file opened for writing")
+	}
+
+	s := startServer(t, cfg, daemon.Options{})
+	const eventID = "Ev0READONLY"
+	r := s.postEvent(eventBody(eventID, mention("C1", "1.2", "hi")))
+	if r.Status != http.StatusInternalServerError {
+		t.Fatalf("status %d %q on a read-only database, want 500", r.Status, r.Body)
+	}
+	evWaitLog(t, s.Logs, "event_id", eventID, "status", 500, "outcome", "failed", "reason", "database is read-only")
+	if h := lockGetHealth(t, s); h.Status != http.StatusServiceUnavailable {
+		t.Errorf("healthz on a read-only database: %d %q, want 503", h.Status, h.Body)
+	}
+
+	lockChattr(t, "-i", cfg.DB)
+	if n := s.count(`SELECT count(*) FROM slack_event_receipts WHERE event_id = 'Ev0BEFORE'`); n != 1 {
+		t.Fatalf("the receipt recorded before is gone")
+	}
+	if n := s.count(`SELECT count(*) FROM outbox WHERE idempotency_key = ? AND status = 'done'`, "Ev0BEFORE:"+daemon.DefaultRouteName); n != 1 {
+		t.Fatalf("the outbox row recorded before is gone")
+	}
+	if receipts, outbox := s.rows(); receipts != 1 || outbox != 1 {
+		t.Fatalf("%d receipts and %d outbox rows, want only the ones recorded before", receipts, outbox)
+	}
+}
