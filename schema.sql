@@ -41,6 +41,14 @@ CREATE INDEX outbox_claimable ON outbox (status, next_attempt_at, id);
 -- Serves pruning of done rows.
 CREATE INDEX outbox_done ON outbox (completed_at) WHERE status = 'done';
 
+-- One row: when the health check (GET /healthz, the systemd watchdog) last
+-- committed a write. A check that wrote nothing would not notice a disk
+-- that refuses writes.
+CREATE TABLE ackd_health (
+  id         INTEGER PRIMARY KEY CHECK (id = 1),
+  checked_at INTEGER NOT NULL
+);
+
 -- Views for operators: `sqlite3 /var/lib/ackd/ackd.db 'SELECT * FROM queue_summary'`.
 CREATE VIEW outbox_readable AS
 SELECT id,

@@ -126,7 +126,7 @@ func (s *Server) logAnswer(endpoint string, r *http.Request, a answer, took time
 	case outcomeRejected:
 		level, msg = slog.LevelWarn, "rejected"
 	case outcomeFailed:
-		level, msg = slog.LevelError, "intent not recorded within the ack budget"
+		level, msg = slog.LevelError, "intent not recorded: nothing was written"
 	}
 	s.log.LogAttrs(context.Background(), level, msg, attrs...)
 }
@@ -138,10 +138,15 @@ func (s *Server) record(ctx context.Context, a answer, in store.Intent) answer {
 	switch {
 	case err != nil:
 		a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeFailed, err
-		if store.IsReadOnly(err) {
+		switch {
+		case store.IsReadOnly(err):
 			a.reason = "database is read-only"
-		} else if store.IsBusy(err) || errors.Is(err, context.DeadlineExceeded) {
+		case store.IsBusy(err) || errors.Is(err, context.DeadlineExceeded):
 			a.reason = "database busy past the ack budget"
+		case errors.Is(err, context.Canceled):
+			a.reason = "client went away before the intent was recorded"
+		default:
+			a.reason = "database error"
 		}
 	case first:
 		a.outcome = outcomeFirst

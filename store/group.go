@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,10 +18,22 @@ import (
 // commit (or its failure).
 
 type op struct {
-	ctx  context.Context
-	fn   func(ctx context.Context, tx *sql.Tx, now int64) error
-	done chan error // buffered: the committer never blocks on a caller that gave up
+	ctx   context.Context
+	fn    func(ctx context.Context, tx *sql.Tx, now int64) error
+	done  chan error   // buffered: the committer never blocks on a caller that gave up
+	state atomic.Int32 // opQueued → opTaken (committer) or opAbandoned (caller or committer)
 }
+
+// An op is taken by the committer or abandoned by its caller, never both:
+// whoever moves it out of opQueued first decides. So a caller whose deadline
+// passes either abandons an op that will never run (and answers "not
+// recorded"), or learns that the op is already in a transaction and waits
+// for that commit's verdict, which is then the truth.
+const (
+	opQueued int32 = iota
+	opTaken
+	opAbandoned
+)
 
 // stmts are the writer connection's prepared statements for the hot path.
 type stmts struct {
@@ -54,9 +67,11 @@ func (s *Store) prepare(ctx context.Context) error {
 }
 
 // inGroup runs fn in the next group commit and returns its error, or the
-// commit's. If ctx ends first it returns ctx's error; fn may still run and
-// commit afterwards, so every fn must be safe to have happened (all of the
-// store's writes are idempotent or fenced).
+// commit's. If ctx ends before the committer takes the op, the op is
+// abandoned and ctx's error returned: nothing of it is ever written. If ctx
+// ends after the op was taken, inGroup waits for that commit (statements and
+// an fsync; the write lock is already held) and reports its outcome, so the
+// answer always matches the database.
 func (s *Store) inGroup(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, now int64) error) error {
 	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.mu.RLock()
@@ -75,7 +90,10 @@ func (s *Store) inGroup(ctx context.Context, fn func(ctx context.Context, tx *sq
 	case err := <-o.done:
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		if o.state.CompareAndSwap(opQueued, opAbandoned) {
+			return ctx.Err()
+		}
+		return <-o.done
 	}
 }
 
@@ -107,11 +125,9 @@ func (s *Store) commitBatch(batch []*op) {
 	errs := make([]error, len(batch))
 	live := 0
 	for i, o := range batch {
-		if err := o.ctx.Err(); err != nil {
-			errs[i] = err // the caller already gave up (an ack answered 500)
-			continue
+		if errs[i] = s.abandoned(o); errs[i] == nil {
+			live++
 		}
-		live++
 	}
 	if live > 0 {
 		// The transaction outlives any one caller's deadline on purpose: a
@@ -120,8 +136,15 @@ func (s *Store) commitBatch(batch []*op) {
 		now := ms(s.opts.Now())
 		err := s.inTx(ctx, func(tx *sql.Tx) error {
 			for i, o := range batch {
-				if errs[i] == nil {
+				if errs[i] != nil {
+					continue
+				}
+				// The write lock is held now; an op whose caller gave up
+				// while we waited for it is skipped, never written.
+				if errs[i] = s.abandoned(o); errs[i] == nil && o.state.CompareAndSwap(opQueued, opTaken) {
 					errs[i] = s.runOp(ctx, tx, o, now)
+				} else if errs[i] == nil {
+					errs[i] = context.Canceled
 				}
 			}
 			return nil
@@ -138,6 +161,21 @@ func (s *Store) commitBatch(batch []*op) {
 	for i, o := range batch {
 		o.done <- errs[i]
 	}
+}
+
+// abandoned marks an op whose caller's context has ended as abandoned and
+// returns that context's error; it returns nil for an op still wanted.
+func (s *Store) abandoned(o *op) error {
+	if err := o.ctx.Err(); err != nil {
+		o.state.CompareAndSwap(opQueued, opAbandoned)
+		if o.state.Load() == opAbandoned {
+			return err
+		}
+	}
+	if o.state.Load() == opAbandoned {
+		return context.Canceled
+	}
+	return nil
 }
 
 // runOp runs one op inside its own savepoint of the batch transaction; on

@@ -18,9 +18,11 @@ import (
 // Intents arriving together are group-committed (see group.go); one whose
 // statements fail fails alone.
 //
-// If ctx ends first, RecordIntent returns ctx's error; the intent may still
-// commit later, which is harmless: a redelivery finds the receipt and the
-// rows already there.
+// If ctx ends before the intent reaches a transaction (the write lock is
+// held elsewhere past the ack budget), RecordIntent returns ctx's error and
+// nothing is written, so a "not recorded" answer is true. Once the intent is
+// inside a transaction, RecordIntent reports that commit's outcome even if
+// ctx ends meanwhile (see inGroup).
 func (s *Store) RecordIntent(ctx context.Context, in Intent) (first bool, err error) {
 	if in.EventID == "" {
 		return false, errors.New("record intent: empty event id")

@@ -90,16 +90,21 @@ func (s *Store) HasReceipt(ctx context.Context, eventID string) (bool, error) {
 	return n > 0, nil
 }
 
-// CheckWrite takes and releases the write lock: the health check. It fails
-// when another process holds the lock past ctx's deadline, or the file
-// cannot be written.
+// CheckWrite commits a real one-row write: the health check. It fails when
+// another process holds the write lock past ctx's deadline, or the file or
+// its WAL cannot be written (a write that changes no page would commit
+// without touching the disk and miss that).
 func (s *Store) CheckWrite(ctx context.Context) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		// A write that changes nothing proves the file is writable, which
-		// BEGIN IMMEDIATE alone does not on every read-only failure.
-		_, err := tx.ExecContext(ctx, `UPDATE outbox SET id = id WHERE 0`)
+	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO ackd_health (id, checked_at) VALUES (1, ?)
+			 ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at`, now)
 		return err
 	})
+	if err != nil {
+		return fmt.Errorf("health write: %w", err)
+	}
+	return nil
 }
 
 // IntegrityCheck runs PRAGMA integrity_check and returns its first line ("ok").

@@ -841,3 +841,39 @@ func TestSeparateProcesses(t *testing.T) {
 		}
 	})
 }
+
+func TestAbandonedIntent(t *testing.T) {
+	t.Run("a caller that gives up before its intent reaches a transaction leaves nothing behind", func(t *testing.T) {
+		s, path := newStore(t, nil)
+		// A second connection holds the write lock, as another process would.
+		locker := rawDB(t, path)
+		conn, err := locker.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if _, err := s.RecordIntent(ctx, intent("EvLate", "r")); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want DeadlineExceeded", err)
+		}
+		// Release the lock while the committer is still waiting for it: it
+		// must skip the abandoned intent rather than commit it late.
+		if _, err := conn.ExecContext(context.Background(), "COMMIT"); err != nil {
+			t.Fatal(err)
+		}
+		if !mustRecord(t, s, intent("EvAfter", "r")) {
+			t.Fatal("later intent not first")
+		}
+		db := rawDB(t, path)
+		if n := count(t, db, `SELECT count(*) FROM slack_event_receipts WHERE event_id = 'EvLate'`); n != 0 {
+			t.Fatal("an intent answered as not recorded was committed later")
+		}
+		if !mustRecord(t, s, intent("EvLate", "r")) {
+			t.Fatal("Slack's retry of the abandoned intent must be first")
+		}
+	})
+}
