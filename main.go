@@ -385,8 +385,11 @@ func pruneCmd(g *globals) *cobra.Command {
 			}
 			defer st.Close()
 			res, err := st.Prune(cmd.Context(), cfg.Retention.Receipts.Duration, cfg.Retention.Done.Duration, 1000)
+			if err != nil {
+				return fmt.Errorf("%w (deleted before the failure: receipts=%d done=%d)", err, res.Receipts, res.Done)
+			}
 			fmt.Fprintf(g.stdout, "pruned receipts=%d done=%d\n", res.Receipts, res.Done)
-			return err
+			return nil
 		},
 	}
 }
