@@ -343,6 +343,11 @@ func (s *Server) watchdogLoop(interval time.Duration) {
 			cancel()
 			if err != nil || !s.healthy() {
 				s.log.Warn("not pinging the systemd watchdog: unhealthy", "db_err", err, "sweep_healthy", s.healthy())
+				reason := "sweep loop not making progress"
+				if err != nil {
+					reason = "database not writable: " + err.Error()
+				}
+				_ = s.opts.Notifier.Status("unhealthy: " + reason)
 				continue
 			}
 			_ = s.opts.Notifier.Watchdog()
