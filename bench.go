@@ -88,6 +88,7 @@ func benchCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.PayloadBytes, "payload", 0, "pad each body to about this many bytes")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.BoolVar(&noCheck, "no-check", false, "skip the database check (for a remote or database-less target)")
+	c.AddCommand(benchCompareCmd(g))
 	return c
 }
 

@@ -68,7 +68,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.db, "db", "", "SQLite database file (env ACKD_DB; default ./ackd.db)")
 	pf.StringVar(&g.listen, "listen", "", "listen address (env ACKD_LISTEN; default 127.0.0.1:3000)")
 	root.AddCommand(serveCmd(g), sweepCmd(g), migrateCmd(g), statusCmd(g), outboxCmd(g), pruneCmd(g),
-		sendCmd(g), benchCmd(g), versionCmd(g))
+		sendCmd(g), benchCmd(g), versionCmd(g), ceilingCmd(g))
 	return root
 }
 

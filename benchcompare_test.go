@@ -1,0 +1,185 @@
+package main
+
+// Tests of `ackd bench compare` as a real process (procBin, built by
+// TestMain) starting its real children: two `ackd serve` and one
+// `ackd ceiling`, each on a free 127.0.0.1 port, at a tiny load.
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/ackd/ackd/slacksim"
+	"github.com/ackd/ackd/store"
+)
+
+// compareTestRun runs `ackd bench compare` at 200 events/s for 1 s with
+// 20% duplicates and a fixed seed, in a fresh directory, plus extra args.
+func compareTestRun(tb testing.TB, extra ...string) (procResult, string) {
+	tb.Helper()
+	dir := tb.TempDir()
+	args := append([]string{"bench", "compare", "--rate", "200", "--duration", "1s",
+		"--dup-fraction", "0.2", "--seed", "7", "--dir", dir}, extra...)
+	return procMustRun(tb, procEnv(), args...), dir
+}
+
+func TestBenchCompare(t *testing.T) {
+	t.Run("measures FULL, NORMAL and the ceiling under identical load and checks both databases", func(t *testing.T) {
+		r, dir := compareTestRun(t, "--json")
+		var rep compareReport
+		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+			t.Fatalf("stdout is not the JSON report: %v\n%s", err, r.Stdout)
+		}
+		if !rep.OK {
+			t.Errorf("report not OK: %s", r.Stdout)
+		}
+		if rep.Machine.CPUs != runtime.NumCPU() || rep.Machine.GoVersion == "" {
+			t.Errorf("machine = %+v, want %d CPUs and a Go version", rep.Machine, runtime.NumCPU())
+		}
+		if !strings.Contains(rep.Command, "bench compare --rate 200 --duration 1s") {
+			t.Errorf("command = %q, want the command line", rep.Command)
+		}
+		names := make([]string, len(rep.Rows))
+		for i, row := range rep.Rows {
+			names[i] = row.Config
+		}
+		if got := strings.Join(names, ","); got != "FULL,NORMAL,ceiling" {
+			t.Fatalf("rows = %s, want FULL,NORMAL,ceiling", got)
+		}
+
+		ceil := rep.Rows[2].Bench
+		for _, row := range rep.Rows {
+			b := row.Bench
+			// 200/s for 1 s schedules exactly 200 events; the seed fixes which are duplicated.
+			if b.Unique != 200 || b.Skipped != 0 || b.Sent != b.Unique+b.Duplicates {
+				t.Errorf("%s: %d events + %d duplicates = %d sent, %d skipped; want 200 events, none skipped",
+					row.Config, b.Unique, b.Duplicates, b.Sent, b.Skipped)
+			}
+			if b.Duplicates == 0 || b.Duplicates != ceil.Duplicates {
+				t.Errorf("%s: %d duplicates, ceiling %d: want the same non-zero number (same seed)", row.Config, b.Duplicates, ceil.Duplicates)
+			}
+			if row.Non2xx != 0 || b.Errors != 0 || b.Acked() != b.Sent {
+				t.Errorf("%s: %d non-2xx, %d errors (%s), %d of %d acked; want every request acked",
+					row.Config, row.Non2xx, b.Errors, b.FirstError, b.Acked(), b.Sent)
+			}
+			if !(0 < b.P50 && b.P50 <= b.P90 && b.P90 <= b.P99 && b.P99 <= b.P999 && b.P999 <= b.Max) {
+				t.Errorf("%s: percentiles not ordered: p50 %v p90 %v p99 %v p99.9 %v max %v",
+					row.Config, b.P50, b.P90, b.P99, b.P999, b.Max)
+			}
+			if b.AchievedRate <= 0 {
+				t.Errorf("%s: achieved %v/s", row.Config, b.AchievedRate)
+			}
+			if _, err := os.Stat("/proc/self/status"); err == nil && !(row.PeakRSSMiB > 1 && row.PeakRSSMiB < 1024) {
+				t.Errorf("%s: peak RSS %.1f MiB, want a real process's (1 MiB .. 1 GiB)", row.Config, row.PeakRSSMiB)
+			}
+			if row.Exit != "exit 0" {
+				t.Errorf("%s: after SIGTERM %s, want exit 0", row.Config, row.Exit)
+			}
+			wantP99 := float64(b.P99) / float64(ceil.P99)
+			wantRate := b.AchievedRate / ceil.AchievedRate
+			if math.Abs(row.P99VsCeiling-wantP99) > 1e-9 || math.Abs(row.ThroughputVsCeiling-wantRate) > 1e-9 {
+				t.Errorf("%s: ratios %v, %v; want p99/ceiling p99 = %v and achieved/ceiling achieved = %v",
+					row.Config, row.P99VsCeiling, row.ThroughputVsCeiling, wantP99, wantRate)
+			}
+		}
+
+		for _, row := range rep.Rows[:2] {
+			c := row.Check
+			if c == nil {
+				t.Errorf("%s: no database check", row.Config)
+				continue
+			}
+			b := row.Bench
+			if c.AckedEvents != b.Unique || c.WithReceipt != b.Unique || c.WithRow != b.Unique {
+				t.Errorf("%s: check %+v, want all %d events acked with receipt and row", row.Config, *c, b.Unique)
+			}
+			// Each duplicate got 200 above; here: it added no receipt and no row.
+			if c.Receipts != int64(b.Unique) || c.Rows != int64(b.Unique) || c.Parked != 0 || !c.OK() {
+				t.Errorf("%s: %d receipts, %d rows, %d parked, problems %v; want %d, %d, 0, none",
+					row.Config, c.Receipts, c.Rows, c.Parked, c.Problems, b.Unique, b.Unique)
+			}
+		}
+		if rep.Rows[2].Check != nil {
+			t.Errorf("ceiling has a database check: %+v", *rep.Rows[2].Check)
+		}
+
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("left %d entries in --dir %s without --keep", len(left), dir)
+		}
+	})
+
+	t.Run("prints a table with the machine, the command and one row per server", func(t *testing.T) {
+		r, _ := compareTestRun(t)
+		var rows []string
+		for _, line := range strings.Split(r.Stdout, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 13 && (f[0] == "FULL" || f[0] == "NORMAL" || f[0] == "ceiling") {
+				rows = append(rows, f[0])
+				if f[2] != "0" || f[3] != "0" {
+					t.Errorf("row %q: non-2xx %s, errors %s; want 0 and 0", line, f[2], f[3])
+				}
+			}
+		}
+		if got := strings.Join(rows, ","); got != "FULL,NORMAL,ceiling" {
+			t.Errorf("table rows = %q, want FULL,NORMAL,ceiling\n%s", got, r.Stdout)
+		}
+		for _, want := range []string{"machine: ", "CPUs", runtime.Version(), "command: ", "bench compare --rate 200",
+			"p99 vs ceiling", "throughput vs ceiling", "db check ok"} {
+			if !strings.Contains(r.Stdout, want) {
+				t.Errorf("output lacks %q:\n%s", want, r.Stdout)
+			}
+		}
+		if strings.Count(r.Stdout, "db check ok") != 2 {
+			t.Errorf("want two passing database checks (FULL and NORMAL):\n%s", r.Stdout)
+		}
+	})
+
+	t.Run("rate and concurrency together are refused before any server starts", func(t *testing.T) {
+		dir := t.TempDir()
+		r := procRun(t, procEnv(), "bench", "compare", "--rate", "100", "--concurrency", "8", "--dir", dir)
+		if r.Code == 0 || !strings.Contains(r.Stderr, "not both") {
+			t.Errorf("exit %d, stderr %q; want an error naming the conflict", r.Code, r.Stderr)
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("created %d entries in --dir before refusing", len(left))
+		}
+	})
+}
+
+// TestJudgeCompareDB proves the database check fails the comparison on
+// each kind of loss or duplication it exists to catch.
+func TestJudgeCompareDB(t *testing.T) {
+	res := slacksim.BenchResult{Unique: 3, EventIDs: []string{"E1", "E2", "E3"}}
+	good := store.EventCheck{Receipts: 3, WithRows: 3}
+	stats := func(receipts, pending, done, parked int64) store.Stats {
+		return store.Stats{Receipts: receipts, Queue: store.Queue{Pending: pending, Done: done, Parked: parked}}
+	}
+	tests := []struct {
+		name    string
+		ev      store.EventCheck
+		st      store.Stats
+		problem string // "" = passes
+	}{
+		{"every acked event with receipt and row passes", good, stats(3, 1, 2, 0), ""},
+		{"an acked event without a receipt fails", store.EventCheck{Receipts: 2, WithRows: 2, Missing: []string{"E2"}}, stats(2, 2, 0, 0), "have no receipt"},
+		{"an acked event without an outbox row fails", store.EventCheck{Receipts: 3, WithRows: 2}, stats(3, 2, 0, 0), "have no outbox row"},
+		{"a duplicate that added a row fails", good, stats(3, 4, 0, 0), "a duplicate added a row"},
+		{"more receipts than events sent fails", good, stats(4, 4, 0, 0), "4 receipts"},
+		{"a parked row fails", good, stats(3, 2, 0, 1), "parked"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := judgeCompareDB(res, tt.ev, tt.st)
+			got := strings.Join(c.Problems, "; ")
+			switch {
+			case tt.problem == "" && !c.OK():
+				t.Errorf("problems %q, want none", got)
+			case tt.problem != "" && (c.OK() || !strings.Contains(got, tt.problem)):
+				t.Errorf("problems %q, want one mentioning %q", got, tt.problem)
+			}
+		})
+	}
+}
