@@ -36,8 +36,11 @@ CREATE TABLE outbox (
   created_at       INTEGER NOT NULL,
   completed_at     INTEGER
 );
--- Serves the claim query (pending rows by due time) and the pending-age stat.
+-- Serves the claim query (pending rows in due order, read without a sort)
+-- and the pending-age stat.
 CREATE INDEX outbox_claimable ON outbox (status, next_attempt_at, id);
+-- Serves a claimer finding the rows its token already holds.
+CREATE INDEX outbox_claim_token ON outbox (claim_token) WHERE status = 'pending';
 -- Serves pruning of done rows.
 CREATE INDEX outbox_done ON outbox (completed_at) WHERE status = 'done';
 

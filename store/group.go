@@ -12,10 +12,9 @@ import (
 // Group commit. Every small write (an intent, a claim, a completion, a
 // failure) is an op sent to one committer goroutine, which runs whatever ops
 // are waiting in ONE BEGIN IMMEDIATE transaction on the writer connection:
-// one fsync for all of them. Each op runs inside its own SAVEPOINT, so an op
-// whose statements fail is rolled back alone and only its caller sees the
-// error; the others commit. Each caller learns its own result only after the
-// commit (or its failure).
+// one fsync for all of them. An op whose statements fail is rolled back alone
+// (see commitBatch) and only its caller sees the error; the others commit.
+// Each caller learns its own result only after the commit (or its failure).
 
 type op struct {
 	ctx   context.Context
@@ -39,6 +38,7 @@ const (
 type stmts struct {
 	savepoint, rollbackTo, release *sql.Stmt
 	receipt, changes, outbox       *sql.Stmt
+	claim, complete                *sql.Stmt
 }
 
 func (s *Store) prepare(ctx context.Context) error {
@@ -62,6 +62,27 @@ func (s *Store) prepare(ctx context.Context) error {
 		outbox: p(`INSERT INTO outbox (idempotency_key, effect, payload, next_attempt_at, created_at)
 		           VALUES (?, ?, ?, ?, ?)
 		           ON CONFLICT (idempotency_key) DO NOTHING`),
+		complete: p(`UPDATE outbox
+		                SET status = 'done', completed_at = ?, result = ?, claim_expires_at = NULL
+		              WHERE id = ? AND claim_token = ? AND status = 'pending'`),
+		// ?1 token, ?2 lease expiry, ?3 now, ?4 limit. See Claim.
+		claim: p(`UPDATE outbox
+		             SET claim_token = ?1, claim_expires_at = ?2
+		           WHERE id IN (
+		                 SELECT id FROM (
+		                        SELECT id, 0 AS theirs, next_attempt_at AS due FROM outbox INDEXED BY outbox_claim_token
+		                         WHERE claim_token = ?1 AND status = 'pending' AND next_attempt_at <= ?3
+		                        UNION ALL
+		                        SELECT id, 1, due FROM (
+		                               SELECT id, next_attempt_at AS due FROM outbox
+		                                WHERE status = 'pending' AND next_attempt_at <= ?3
+		                                  AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= ?3)
+		                                  AND claim_token IS NOT ?1
+		                                ORDER BY next_attempt_at, id
+		                                LIMIT ?4))
+		                  ORDER BY theirs, due, id
+		                  LIMIT ?4)
+		          RETURNING ` + rowColumns),
 	}
 	return err
 }
@@ -120,9 +141,19 @@ func (s *Store) committer() {
 	}
 }
 
+// errOpFailed makes inTx roll back an optimistic batch in which an op failed.
+var errOpFailed = errors.New("an op of the batch failed")
+
 // commitBatch runs a group of ops in one transaction and answers each.
+//
+// It first runs the ops back to back without savepoints (the common case:
+// nothing fails, and three statements per op are saved). If any op fails,
+// that transaction is rolled back whole and the batch runs again with each
+// op in its own savepoint, so only the failing op fails. Ops are pure
+// functions of the database state, so running one twice is the same as once.
 func (s *Store) commitBatch(batch []*op) {
 	errs := make([]error, len(batch))
+	taken := make([]bool, len(batch))
 	live := 0
 	for i, o := range batch {
 		if errs[i] = s.abandoned(o); errs[i] == nil {
@@ -134,26 +165,48 @@ func (s *Store) commitBatch(batch []*op) {
 		// commit after a caller gave up is harmless, a torn batch is not.
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.BusyTimeout+30*time.Second)
 		now := ms(s.opts.Now())
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			for i, o := range batch {
-				if errs[i] != nil {
-					continue
+		run := func(savepoints bool) error {
+			return s.inTx(ctx, func(tx *sql.Tx) error {
+				for i, o := range batch {
+					if !taken[i] {
+						if errs[i] != nil {
+							continue
+						}
+						// The write lock is held now; an op whose caller
+						// gave up while we waited for it is skipped, never
+						// written.
+						if errs[i] = s.abandoned(o); errs[i] != nil {
+							continue
+						}
+						if !o.state.CompareAndSwap(opQueued, opTaken) {
+							errs[i] = context.Canceled
+							continue
+						}
+						taken[i] = true
+					}
+					if savepoints {
+						errs[i] = s.runOp(ctx, tx, o, now)
+					} else if errs[i] = o.fn(ctx, tx, now); errs[i] != nil {
+						return errOpFailed
+					}
 				}
-				// The write lock is held now; an op whose caller gave up
-				// while we waited for it is skipped, never written.
-				if errs[i] = s.abandoned(o); errs[i] == nil && o.state.CompareAndSwap(opQueued, opTaken) {
-					errs[i] = s.runOp(ctx, tx, o, now)
-				} else if errs[i] == nil {
-					errs[i] = context.Canceled
+				return nil
+			})
+		}
+		err := run(false)
+		if errors.Is(err, errOpFailed) {
+			for i := range errs {
+				if taken[i] {
+					errs[i] = nil
 				}
 			}
-			return nil
-		})
+			err = run(true)
+		}
 		cancel()
 		if err != nil {
 			for i := range errs {
 				if errs[i] == nil {
-					errs[i] = err
+					errs[i] = err // not committed: begin or commit failed
 				}
 			}
 		}

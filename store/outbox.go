@@ -38,9 +38,11 @@ func scanRow(sc scanner) (Row, error) {
 // returns every row the token now holds, in id order.
 //
 // It is ONE statement: eligibility and the stamp cannot be separated by
-// another claimer. Rows already held by token sort first, so re-claiming with
-// the same token returns the same rows (with a renewed lease) and never
-// makes one token hold more than limit rows.
+// another claimer. Rows already held by token come first, so re-claiming
+// with the same token returns the same rows (with a renewed lease) and never
+// makes one token hold more than limit rows. Free rows are taken in due
+// order (next_attempt_at, id) straight off the outbox_claimable index, so a
+// claim reads about limit rows however long the backlog is.
 func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.Duration) ([]Row, error) {
 	if token == "" {
 		return nil, errors.New("claim: empty token")
@@ -51,19 +53,7 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 	var rows []Row
 	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
 		rows = rows[:0]
-		res, err := tx.QueryContext(ctx,
-			`UPDATE outbox
-			    SET claim_token = ?1, claim_expires_at = ?2
-			  WHERE id IN (
-			        SELECT id FROM outbox
-			         WHERE status = 'pending'
-			           AND next_attempt_at <= ?3
-			           AND (claim_token IS NULL OR claim_expires_at IS NULL
-			                OR claim_expires_at <= ?3 OR claim_token = ?1)
-			         ORDER BY (claim_token IS ?1) DESC, id
-			         LIMIT ?4)
-			RETURNING `+rowColumns,
-			token, now+lease.Milliseconds(), now, limit)
+		res, err := tx.StmtContext(ctx, s.st.claim).QueryContext(ctx, token, now+lease.Milliseconds(), now, limit)
 		if err != nil {
 			return err
 		}
@@ -95,15 +85,12 @@ func (s *Store) Complete(ctx context.Context, id int64, token, result string, fo
 		if result != "" {
 			res = sql.NullString{String: result, Valid: true}
 		}
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE outbox
-			    SET status = 'done', completed_at = ?, result = ?, claim_expires_at = NULL
-			  WHERE id = ? AND claim_token = ? AND status = 'pending'`,
-			now, res, id, token); err != nil {
+		r, err := tx.StmtContext(ctx, s.st.complete).ExecContext(ctx, now, res, id, token)
+		if err != nil {
 			return err
 		}
-		var n int
-		if err := tx.QueryRowContext(ctx, "SELECT changes()").Scan(&n); err != nil {
+		n, err := r.RowsAffected() // sqlite3_changes() of this statement
+		if err != nil {
 			return err
 		}
 		if held = n == 1; !held {

@@ -114,6 +114,9 @@ func (s *Sweeper) RunOnce(ctx context.Context) (Result, error) {
 
 func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 	token := NewToken()
+	// Taken before the claim, so never later than the expiry the store
+	// stamps: every effect of this batch must end by then.
+	leaseEnd := time.Now().Add(s.cfg.Lease)
 	rows, err := s.store.Claim(ctx, token, s.cfg.Batch, s.cfg.Lease)
 	if err != nil {
 		return Result{}, err
@@ -128,7 +131,7 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 	g.SetLimit(s.cfg.Workers)
 	for i, row := range rows {
 		g.Go(func() error {
-			outcomes[i], errs[i] = s.perform(ctx, token, row)
+			outcomes[i], errs[i] = s.perform(ctx, token, leaseEnd, row)
 			return nil
 		})
 	}
@@ -156,7 +159,7 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 
 // perform runs one row's effect and records the result, fenced by token. Its
 // error is a database error; the effect's own failure is recorded on the row.
-func (s *Sweeper) perform(ctx context.Context, token string, row store.Row) (outcome string, err error) {
+func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time, row store.Row) (outcome string, err error) {
 	job := Job{Row: row, Attempt: row.Attempts + 1}
 	log := s.log.With("id", row.ID, "key", row.Key, "effect", row.Effect, "attempt", job.Attempt)
 	start := time.Now()
@@ -175,6 +178,15 @@ func (s *Sweeper) perform(ctx context.Context, token string, row store.Row) (out
 		// The effect's deadline stays inside the lease, so a row is never
 		// performed twice at once because its effect overran the lease.
 		timeout := min(p.Timeout(s.cfg.DefaultTimeout), s.cfg.Lease*9/10)
+		// Rows wait in the batch for a free worker while the lease runs. A
+		// row whose whole timeout no longer fits in what is left is not
+		// started: once the lease expires another sweep may claim it, and
+		// both would perform it at once. It comes back at expiry.
+		if time.Until(leaseEnd) < timeout {
+			log.Warn("effect not started: too little of the lease is left after waiting in the batch; the row is retried when its lease expires (lease too short for batch/workers × timeout)",
+				"outcome", OutcomeAbandoned, "lease", s.cfg.Lease, "timeout", timeout)
+			return OutcomeAbandoned, nil
+		}
 		ectx, cancel := context.WithTimeout(ctx, timeout)
 		out, effErr = perf.Perform(ectx, job)
 		cancel()
