@@ -165,6 +165,15 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
 	}
+	var slowest time.Duration
+	for _, r := range s.cfg.Routes {
+		slowest = max(slowest, r.Timeout.Duration)
+	}
+	rounds := time.Duration((s.cfg.Sweep.Batch + s.cfg.Sweep.Workers - 1) / s.cfg.Sweep.Workers)
+	if rounds*slowest >= s.cfg.Sweep.Lease.Duration {
+		s.log.Warn("a full batch of the slowest effect outlasts the lease: rows late in a batch will wait for the lease to expire; raise sweep.lease or sweep.workers, or lower sweep.batch",
+			"batch", s.cfg.Sweep.Batch, "workers", s.cfg.Sweep.Workers, "slowest_timeout", slowest.String(), "lease", s.cfg.Sweep.Lease.String())
+	}
 	if s.cfg.Builtin {
 		s.log.Warn("no config file: running on built-in defaults, a dry run that logs every event and performs nothing (pass --config to route events to effects)")
 	}

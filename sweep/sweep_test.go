@@ -248,4 +248,42 @@ func TestRunOnce(t *testing.T) {
 			t.Fatalf("result %+v err %v", res, err)
 		}
 	})
+
+	t.Run("a row that could no longer finish inside the batch's lease is not started", func(t *testing.T) {
+		// One worker, three rows of 1 s timeout under a 2 s lease: the
+		// first runs; by the time it is done less than a timeout is left,
+		// so the others are left to their lease rather than started late,
+		// when another sweep may already have claimed them.
+		s := openStore(t, nil)
+		for i := range 3 {
+			p, _ := sweep.Payload{Route: "r", TimeoutMS: 1000}.Encode()
+			s.RecordIntent(ctx, store.Intent{EventID: fmt.Sprint("Ev", i), EventType: "x",
+				Rows: []store.NewRow{{Key: fmt.Sprintf("Ev%d:r", i), Effect: "slow", Payload: p}}})
+		}
+		var started atomic.Int32
+		reg := sweep.Registry{"slow": sweep.PerformerFunc(func(ctx context.Context, j sweep.Job) (sweep.Outcome, error) {
+			started.Add(1)
+			time.Sleep(1100 * time.Millisecond) // longer than the lease left for the next row's timeout
+			return sweep.Outcome{}, nil
+		})}
+		sink := &logSink{}
+		sw := sweep.New(s, reg, sweep.Config{Batch: 3, Workers: 1, Lease: 2 * time.Second},
+			slog.New(slog.NewJSONHandler(sink, nil)), nil)
+		res, err := sw.RunOnce(ctx)
+		if err != nil || res.Done != 1 || res.Abandoned != 2 || started.Load() != 1 {
+			t.Fatalf("result %+v, started %d, err %v", res, started.Load(), err)
+		}
+		rows, _ := s.List(ctx, store.StatusPending, 10)
+		if len(rows) != 2 {
+			t.Fatalf("pending rows %d, want 2", len(rows))
+		}
+		for _, r := range rows {
+			if r.Attempts != 0 || r.ClaimToken == "" {
+				t.Fatalf("a skipped row must keep its lease and attempts: %+v", r)
+			}
+		}
+		if sink.find("effect not started") == "" {
+			t.Fatal("no warning for the rows left to their lease")
+		}
+	})
 }
