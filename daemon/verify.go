@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ackd/ackd/internal/slacksig"
 )
 
 // Reasons a request fails verification. They are logged; the signature and
@@ -22,7 +24,7 @@ var (
 )
 
 // MaxSkew is how far a request's timestamp may be from now, either way.
-const MaxSkew = 5 * time.Minute
+const MaxSkew = slacksig.MaxSkew
 
 // Verifier checks Slack's v0 request signatures: HMAC-SHA256 with the signing
 // secret over "v0:{timestamp}:{raw body}", compared in constant time, with
@@ -60,16 +62,10 @@ func (v *Verifier) Verify(h http.Header, body []byte) error {
 	if !ok || len(hexSig) != sha256.Size*2 {
 		return ErrMalformedSig
 	}
-	got, err := hex.DecodeString(hexSig)
-	if err != nil {
+	if _, err := hex.DecodeString(hexSig); err != nil {
 		return ErrMalformedSig
 	}
-	mac := hmac.New(sha256.New, v.secret)
-	mac.Write([]byte("v0:"))
-	mac.Write([]byte(tsHeader))
-	mac.Write([]byte(":"))
-	mac.Write(body)
-	if !hmac.Equal(mac.Sum(nil), got) {
+	if !hmac.Equal([]byte(slacksig.Sign(string(v.secret), tsHeader, body)), []byte(sigHeader)) {
 		return ErrSignatureMismatch
 	}
 	return nil

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
 
+	"github.com/ackd/ackd/internal/slacksig"
 	"github.com/ackd/ackd/store"
 )
 
@@ -65,7 +63,7 @@ func (e *effects) forward(ctx context.Context, job Job) (Outcome, error) {
 	h.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
 	h.Set(HeaderTimestamp, ts)
 	if e.cfg.ForwardSecret != "" {
-		h.Set(HeaderSignature, Sign(e.cfg.ForwardSecret, ts, body))
+		h.Set(HeaderSignature, slacksig.Sign(e.cfg.ForwardSecret, ts, body))
 	}
 
 	e.log.DebugContext(ctx, "forward", "key", job.Row.Key, "attempt", job.Attempt, "route", p.Route)
@@ -91,16 +89,6 @@ func (e *effects) forward(ctx context.Context, job Job) (Outcome, error) {
 		return o, nil
 	}
 	return result(res), nil
-}
-
-// Sign returns the X-Ackd-Signature value for a forward body sent at ts (unix
-// seconds): "v0=" and the hex HMAC-SHA256 of "v0:{ts}:{body}" under secret,
-// the scheme Slack uses to sign its own requests.
-func Sign(secret, ts string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("v0:" + ts + ":"))
-	m.Write(body)
-	return "v0=" + hex.EncodeToString(m.Sum(nil))
 }
 
 // followUp turns a handler's reply into the row that delivers it. ok is false

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/ackd/ackd/internal/slacksig"
 	"net/http"
 	"strconv"
 	"strings"
@@ -241,7 +242,7 @@ func TestForwardReply(t *testing.T) {
 }
 
 func TestSign(t *testing.T) {
-	got := Sign("secret", "1700000000", []byte(`{"a":1}`))
+	got := slacksig.Sign("secret", "1700000000", []byte(`{"a":1}`))
 	m := hmac.New(sha256.New, []byte("secret"))
 	m.Write([]byte(`v0:1700000000:{"a":1}`))
 	if want := "v0=" + hex.EncodeToString(m.Sum(nil)); got != want {
