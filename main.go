@@ -92,7 +92,8 @@ func (g *globals) loadConfig() (daemon.Config, error) {
 	if g.db != "" {
 		cfg.DB = g.db
 	}
-	return cfg, cfg.Validate()
+	err := cfg.Validate()
+	return cfg, err
 }
 
 func (g *globals) logger() *slog.Logger {

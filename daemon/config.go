@@ -50,7 +50,8 @@ type Config struct {
 
 	// Source names where the config came from ("built-in defaults" or a path).
 	Source string `toml:"-"`
-	// Builtin is true when no config file was given.
+	// Builtin is true when the built-in dry-run route is in use: no config
+	// file was given, or the file has no [[route]].
 	Builtin bool `toml:"-"`
 
 	routeLines []int // line of each [[route]] header, for error messages
@@ -103,8 +104,9 @@ type CommandsConfig struct {
 type Route struct {
 	Name string `toml:"name"`
 	// Match: exactly one of Event, Command, or CallbackID/ActionID.
-	Event      string `toml:"event"`   // Events API inner event type; "*" = every event
-	Channel    string `toml:"channel"` // optional channel filter
+	Event      string   `toml:"event"`   // Events API inner event type; "*" = every event
+	Events     []string `toml:"events"`  // several event types, e.g. ["message", "app_mention"]
+	Channel    string   `toml:"channel"` // optional channel filter (event, command or interaction channel)
 	Command    string `toml:"command"`
 	CallbackID string `toml:"callback_id"`
 	ActionID   string `toml:"action_id"`
@@ -177,11 +179,11 @@ func Load(path string) (Config, error) {
 var routeHeader = regexp.MustCompile(`(?m)^[ \t]*\[\[[ \t]*route[ \t]*\]\]`)
 
 // Parse decodes TOML over the defaults and validates the result. A file that
-// has routes replaces the built-in dry-run route.
+// has routes replaces the built-in dry-run route; a file without any keeps it
+// (and Builtin stays true, so the daemon announces the dry run).
 func Parse(b []byte) (Config, error) {
 	cfg := Default()
 	cfg.Routes = nil
-	cfg.Builtin = false
 	dec := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields()
 	if err := dec.Decode(&cfg); err != nil {
 		var sm *toml.StrictMissingError
@@ -200,10 +202,16 @@ func Parse(b []byte) (Config, error) {
 		}
 		return Config{}, err
 	}
+	if len(cfg.Routes) == 0 {
+		cfg.Routes = Default().Routes
+	} else {
+		cfg.Builtin = false
+	}
 	for _, loc := range routeHeader.FindAllIndex(b, -1) {
 		cfg.routeLines = append(cfg.routeLines, bytes.Count(b[:loc[0]], []byte("\n"))+1)
 	}
-	return cfg, cfg.Validate()
+	err := cfg.Validate()
+	return cfg, err
 }
 
 func (c *Config) routeWhere(i int) string {
@@ -273,14 +281,43 @@ func (c *Config) Validate() error {
 		if strings.ContainsAny(r.Name, ": \t") {
 			bad("%s: name must not contain ':' or spaces (it is part of the idempotency key)", where)
 		}
+		if r.Event != "" && len(r.Events) > 0 {
+			bad("%s: set event or events, not both", where)
+		}
+		if slices.Contains(r.Events, "") || slices.Contains(r.Events, "*") {
+			bad("%s: events lists event types; use event = \"*\" for every event", where)
+		}
 		triggers := 0
-		for _, t := range []string{r.Event, r.Command, r.CallbackID + r.ActionID} {
+		for _, t := range []string{r.Event + strings.Join(r.Events, ""), r.Command, r.CallbackID + r.ActionID} {
 			if t != "" {
 				triggers++
 			}
 		}
 		if triggers != 1 {
-			bad("%s: set exactly one of event, command, or callback_id/action_id", where)
+			bad("%s: set exactly one of event (or events), command, or callback_id/action_id", where)
+		}
+		if r.AckText != "" && r.Command == "" {
+			bad("%s: ack_text answers a slash command; this route matches no command", where)
+		}
+		// A key that the route's effect does not use is a mistake an
+		// operator would not notice until the effect misbehaves.
+		for key, use := range map[string]struct {
+			set     bool
+			effects []string
+		}{
+			"url":              {r.URL != "", []string{"forward"}},
+			"reaction":         {r.Reaction != "", []string{"react"}},
+			"thread":           {r.Thread, []string{"post"}},
+			"ts":               {r.TS != "", []string{"update"}},
+			"to_channel":       {r.ToChannel != "", []string{"post", "update"}},
+			"text":             {r.Text != "", []string{"post", "update", "respond"}},
+			"blocks":           {r.Blocks != "", []string{"post", "update", "respond"}},
+			"response_type":    {r.ResponseType != "", []string{"respond"}},
+			"replace_original": {r.ReplaceOriginal, []string{"respond"}},
+		} {
+			if use.set && !slices.Contains(use.effects, r.Effect) {
+				bad("%s: %s is not used by effect %s (only by %s)", where, key, r.Effect, strings.Join(use.effects, ", "))
+			}
 		}
 		if r.Command != "" && !strings.HasPrefix(r.Command, "/") {
 			bad("%s: command %q must start with /", where, r.Command)
@@ -289,7 +326,7 @@ func (c *Config) Validate() error {
 		case "", "event":
 			r.Key = "event"
 		case "message":
-			if r.Event == "" {
+			if r.Event == "" && len(r.Events) == 0 {
 				bad("%s: key = \"message\" applies to Events API routes only", where)
 			}
 		default:
@@ -322,7 +359,7 @@ func (c *Config) Validate() error {
 				bad("%s: effect %s needs text or blocks", where, r.Effect)
 			}
 		}
-		if r.Effect == "respond" && r.Event != "" {
+		if r.Effect == "respond" && (r.Event != "" || len(r.Events) > 0) {
 			bad("%s: effect respond needs a response_url: use it with command or callback_id/action_id routes", where)
 		}
 		switch r.ResponseType {

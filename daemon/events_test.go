@@ -537,7 +537,7 @@ api_url = %q
 
 [[route]]
 name   = "once"
-event  = "*"
+events = ["message", "app_mention"]
 key    = "message"
 effect = "post"
 text   = "seen"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -43,6 +44,7 @@ type answer struct {
 	reason  string // why ignored or rejected
 	routes  int
 	err     error
+	trigger bool // a first delivery: sweep right after the answer is written
 }
 
 func ephemeral(text string) []byte {
@@ -71,6 +73,13 @@ func (s *Server) slackHandler(endpoint string, h func(ctx context.Context, req r
 				a = answer{status: http.StatusBadRequest, outcome: outcomeRejected, reason: "body read: " + err.Error()}
 			default:
 				if verr := s.verify.Verify(r.Header, body); verr != nil {
+					if endpoint == "commands" && sslCheck(body) {
+						// Slack's SSL check of a command URL: answered 200
+						// whether or not it is signed; nothing is read
+						// from it and nothing is written.
+						a = answer{outcome: outcomeIgnored, reason: "ssl_check", typ: "ssl_check"}
+						break
+					}
 					a = answer{status: http.StatusUnauthorized, outcome: outcomeRejected, reason: verr.Error()}
 					break
 				}
@@ -91,7 +100,16 @@ func (s *Server) slackHandler(endpoint string, h func(ctx context.Context, req r
 			w.WriteHeader(a.status)
 			_, _ = w.Write(a.body)
 		}
-		s.logAnswer(endpoint, r, a, time.Since(start))
+		took := time.Since(start)
+		if a.trigger {
+			// Only after the answer: nothing that talks to a third party
+			// may run before the ack (DESIGN §1.1).
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+			s.Trigger()
+		}
+		s.logAnswer(endpoint, r, a, took)
 	})
 }
 
@@ -131,6 +149,13 @@ func (s *Server) logAnswer(endpoint string, r *http.Request, a answer, took time
 	s.log.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
+// sslCheck reports whether a form body is Slack's SSL check of a slash
+// command URL (ssl_check=1, with a token and no command).
+func sslCheck(body []byte) bool {
+	form, err := url.ParseQuery(string(body))
+	return err == nil && form.Get("ssl_check") == "1" && form.Get("command") == ""
+}
+
 // record commits an intent and maps the result onto the answer.
 func (s *Server) record(ctx context.Context, a answer, in store.Intent) answer {
 	a.routes = len(in.Rows)
@@ -150,9 +175,7 @@ func (s *Server) record(ctx context.Context, a answer, in store.Intent) answer {
 		}
 	case first:
 		a.outcome = outcomeFirst
-		if s.cfg.Sweep.Immediate {
-			s.Trigger()
-		}
+		a.trigger = s.cfg.Sweep.Immediate
 	default:
 		a.outcome = outcomeDuplicate
 	}
@@ -186,7 +209,13 @@ func (s *Server) handleEvents(ctx context.Context, req request) answer {
 		// Slack is dropping our events for a minute: worth an operator's look,
 		// but the answer is still 200.
 		a.outcome, a.reason = outcomeIgnored, "Slack reports this app is over its event rate limit; events in that minute are lost"
-		s.log.Warn("app_rate_limited received", "body", string(req.body))
+		var rl struct {
+			TeamID            string `json:"team_id"`
+			MinuteRateLimited int64  `json:"minute_rate_limited"`
+		}
+		_ = json.Unmarshal(req.body, &rl) // best effort: the envelope parsed already
+		s.log.Warn("app_rate_limited: Slack dropped this app's events for a minute", "team_id", rl.TeamID,
+			"minute_rate_limited", time.Unix(rl.MinuteRateLimited, 0).UTC().Format(time.RFC3339))
 		return a
 	default:
 		a.outcome, a.reason = outcomeIgnored, "unhandled envelope type"
@@ -204,7 +233,7 @@ func (s *Server) handleCommand(ctx context.Context, req request) answer {
 	}
 	opID := cmd.OperationID(req.body)
 	a := answer{id: opID, typ: cmd.Command}
-	routes := s.cfg.commandRoutes(cmd.Command)
+	routes := s.cfg.commandRoutes(cmd.Command, cmd.Form.Get("channel_id"))
 	if len(routes) == 0 {
 		a.outcome, a.reason = outcomeIgnored, ignoredUnrouted
 		a.body, a.ctype = ephemeral(s.cfg.Commands.UnhandledText), "application/json"

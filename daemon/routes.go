@@ -43,11 +43,13 @@ func (c *Config) eventRows(env Envelope, body []byte) ([]store.NewRow, string, e
 	facts := env.Facts()
 	for i := range c.Routes {
 		r := &c.Routes[i]
-		if r.Event == "" || (r.Event != "*" && r.Event != in.Type) || (r.Channel != "" && r.Channel != in.Channel) {
+		if !r.matchesEvent(in.Type) || (r.Channel != "" && r.Channel != in.Channel) {
 			continue
 		}
 		key := env.EventID + ":" + r.Name
-		if r.Key == "message" && in.Channel != "" && in.TS != "" {
+		// The message fact identifies a message, not a reaction to it: only
+		// message-like events share a row by it.
+		if r.Key == "message" && messageLike(in.Type) && in.Channel != "" && in.TS != "" {
 			key = in.Channel + ":" + in.TS + ":" + r.Name
 		}
 		row, err := r.row(key, sweep.SourceEvent, facts, body)
@@ -62,12 +64,18 @@ func (c *Config) eventRows(env Envelope, body []byte) ([]store.NewRow, string, e
 	return rows, "", nil
 }
 
-// commandRoutes returns the routes matching a slash command.
-func (c *Config) commandRoutes(cmd string) []*Route {
+// matchesEvent reports whether an Events API route takes an event type.
+func (r *Route) matchesEvent(typ string) bool {
+	return r.Event == "*" || (r.Event != "" && r.Event == typ) || slices.Contains(r.Events, typ)
+}
+
+// commandRoutes returns the routes matching a slash command in a channel.
+func (c *Config) commandRoutes(cmd, channel string) []*Route {
 	var out []*Route
 	for i := range c.Routes {
-		if c.Routes[i].Command == cmd {
-			out = append(out, &c.Routes[i])
+		r := &c.Routes[i]
+		if r.Command == cmd && (r.Channel == "" || r.Channel == channel) {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -84,7 +92,7 @@ func (c *Config) interactionRoutes(ix Interaction) ([]*Route, []Action) {
 		if r.CallbackID == "" && r.ActionID == "" {
 			continue
 		}
-		if r.CallbackID != "" && r.CallbackID != ix.CallbackID {
+		if (r.CallbackID != "" && r.CallbackID != ix.CallbackID) || (r.Channel != "" && r.Channel != ix.ChannelID) {
 			continue
 		}
 		var matched Action

@@ -175,7 +175,8 @@ func (s *Server) Open(ctx context.Context) (err error) {
 			"batch", s.cfg.Sweep.Batch, "workers", s.cfg.Sweep.Workers, "slowest_timeout", slowest.String(), "lease", s.cfg.Sweep.Lease.String())
 	}
 	if s.cfg.Builtin {
-		s.log.Warn("no config file: running on built-in defaults, a dry run that logs every event and performs nothing (pass --config to route events to effects)")
+		s.log.Warn("no routes configured: running the built-in dry run, which logs every event and performs nothing (give --config a file with [[route]] entries)",
+			"config", s.cfg.Source)
 	}
 	s.log.Info("ackd listening", "addr", ln.Addr().String(), "db", s.cfg.DB, "config", s.cfg.Source,
 		"synchronous", s.cfg.Synchronous, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String())
