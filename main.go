@@ -98,7 +98,11 @@ func (g *globals) loadConfig() (daemon.Config, error) {
 
 func (g *globals) logger() *slog.Logger {
 	level := slog.LevelInfo
-	_ = level.UnmarshalText([]byte(os.Getenv("ACKD_LOG_LEVEL")))
+	if v := os.Getenv("ACKD_LOG_LEVEL"); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			fmt.Fprintf(g.stderr, "ackd: ACKD_LOG_LEVEL=%q is not debug, info, warn or error; logging at info\n", v)
+		}
+	}
 	opts := &slog.HandlerOptions{Level: level}
 	if f, ok := g.stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		return slog.New(slog.NewTextHandler(g.stderr, opts))
@@ -106,12 +110,20 @@ func (g *globals) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(g.stderr, opts))
 }
 
+// openStore opens the configured database. Only migrate creates one; the
+// other commands refuse a path where there is none.
 func (g *globals) openStore(ctx context.Context) (*store.Store, daemon.Config, error) {
+	return g.open(ctx, true)
+}
+
+func (g *globals) open(ctx context.Context, mustExist bool) (*store.Store, daemon.Config, error) {
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return nil, cfg, err
 	}
-	st, err := store.Open(ctx, cfg.DB, cfg.StoreOptions(schema, nil))
+	opts := cfg.StoreOptions(schema, nil)
+	opts.MustExist = mustExist
+	st, err := store.Open(ctx, cfg.DB, opts)
 	return st, cfg, err
 }
 
@@ -189,8 +201,7 @@ func sweepCmd(g *globals) *cobra.Command {
 			log := g.logger()
 			sw := sweep.New(st, sweep.Effects(cfg.EffectConfig(sec, log, nil)), cfg.SweepConfig(), log, nil)
 			res, err := sw.RunOnce(ctx)
-			fmt.Fprintf(g.stdout, "claimed=%d done=%d retried=%d parked=%d fenced=%d\n",
-				res.Claimed, res.Done, res.Retried, res.Parked, res.Fenced)
+			fmt.Fprintln(g.stdout, res)
 			return err
 		},
 	}
@@ -204,7 +215,7 @@ func migrateCmd(g *globals) *cobra.Command {
 		Short: "Create or upgrade the database schema (serve also does this at start)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, cfg, err := g.openStore(cmd.Context())
+			st, cfg, err := g.open(cmd.Context(), false)
 			if err != nil {
 				return err
 			}

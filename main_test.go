@@ -786,6 +786,16 @@ func TestBadDatabasePath(t *testing.T) {
 		}
 	})
 
+	t.Run("inspection commands do not create a database at a mistyped path", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "typo.db")
+		for _, cmd := range [][]string{{"status"}, {"outbox", "list"}, {"prune"}, {"sweep", "--once"}} {
+			failsNaming(t, path, "no database file here", cmd...)
+		}
+		if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("a database was created at the mistyped path: %v", err)
+		}
+	})
+
 	t.Run("a file that is not SQLite is refused and left untouched", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "notes.db")
 		text := []byte("these are my notes, not a database\n")

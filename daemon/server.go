@@ -69,8 +69,8 @@ type Server struct {
 	wg     sync.WaitGroup
 	kick   chan struct{} // immediate sweep trigger, coalescing
 
-	sweepOK      atomic.Int64 // unix ms of the last sweep that did not fail on the database
-	sweepStarted atomic.Int64 // unix ms a sweep started; 0 when idle
+	sweepOK atomic.Int64    // unix ms of the last sweep that did not fail on the database
+	running [2]atomic.Int64 // per loop (ticker, immediate): unix ms its sweep started; 0 when idle
 	closeOnce    sync.Once
 	closeErr     error
 }
@@ -244,11 +244,17 @@ func (s *Server) Trigger() {
 	}
 }
 
+// The loops that run sweeps, indexing Server.running.
+const (
+	tickerLoop = iota
+	immediateLoop
+)
+
 // sweepOnce is the one sweep function behind the ticker and the trigger.
-func (s *Server) sweepOnce() (sweep.Result, error) {
-	s.sweepStarted.Store(s.opts.Now().UnixMilli())
+func (s *Server) sweepOnce(loop int) (sweep.Result, error) {
+	s.running[loop].Store(s.opts.Now().UnixMilli())
 	res, err := s.sweeper.RunOnce(s.ctx)
-	s.sweepStarted.Store(0)
+	s.running[loop].Store(0)
 	if err == nil || s.ctx.Err() != nil {
 		s.sweepOK.Store(s.opts.Now().UnixMilli())
 	}
@@ -264,7 +270,7 @@ func (s *Server) tickerLoop() {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			res, err := s.sweepOnce()
+			res, err := s.sweepOnce(tickerLoop)
 			switch {
 			case err != nil && s.ctx.Err() == nil:
 				if !failing {
@@ -294,7 +300,7 @@ func (s *Server) immediateLoop() {
 			return
 		case <-s.kick:
 			for s.ctx.Err() == nil {
-				res, err := s.sweepOnce()
+				res, err := s.sweepOnce(immediateLoop)
 				if err != nil {
 					if s.ctx.Err() == nil {
 						s.log.Warn("immediate sweep failed; the ticker will retry", "err", err)
@@ -332,8 +338,10 @@ func (s *Server) pruneLoop() {
 // error recently.
 func (s *Server) healthy() bool {
 	now := s.opts.Now().UnixMilli()
-	if started := s.sweepStarted.Load(); started != 0 {
-		return now-started < (s.cfg.Sweep.Lease.Duration + time.Minute).Milliseconds()
+	for i := range s.running {
+		if started := s.running[i].Load(); started != 0 && now-started < (s.cfg.Sweep.Lease.Duration+time.Minute).Milliseconds() {
+			return true
+		}
 	}
 	return now-s.sweepOK.Load() < (3*s.cfg.Sweep.Interval.Duration + 30*time.Second).Milliseconds()
 }

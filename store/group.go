@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -216,17 +217,14 @@ func (s *Store) commitBatch(batch []*op) {
 	}
 }
 
-// abandoned marks an op whose caller's context has ended as abandoned and
-// returns that context's error; it returns nil for an op still wanted.
+// abandoned returns an error if o's caller has given up: a queued op whose
+// context has ended is marked abandoned here, so it can no longer be taken.
 func (s *Store) abandoned(o *op) error {
-	if err := o.ctx.Err(); err != nil {
+	if o.ctx.Err() != nil {
 		o.state.CompareAndSwap(opQueued, opAbandoned)
-		if o.state.Load() == opAbandoned {
-			return err
-		}
 	}
 	if o.state.Load() == opAbandoned {
-		return context.Canceled
+		return cmp.Or(o.ctx.Err(), context.Canceled)
 	}
 	return nil
 }

@@ -144,7 +144,9 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind FailKind,
 		switch {
 		case kind == FailRateLimited:
 			out.Attempts = attempts
-			out.NextAttemptAt = now.Add(max(retryAfter, time.Second))
+			// Honour Retry-After, but never past the longest backoff: a
+			// bogus value must not hold a row beyond an operator's notice.
+			out.NextAttemptAt = now.Add(min(max(retryAfter, time.Second), s.opts.BackoffMax))
 		case kind == FailPermanent || attempts+1 >= s.opts.MaxAttempts:
 			out.Status = StatusParked
 		default:

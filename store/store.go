@@ -69,6 +69,9 @@ type Options struct {
 	Schema string
 	// MaxBatch caps how many intents one group commit carries (default 256).
 	MaxBatch int
+	// MustExist refuses to create a missing database file (inspection
+	// commands must not leave an empty database behind a mistyped path).
+	MustExist bool
 }
 
 func (o *Options) setDefaults() error {
@@ -147,6 +150,11 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 		if !st.IsDir() {
 			return nil, fmt.Errorf("%s is not a directory", dir)
+		}
+	}
+	if opts.MustExist {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, errors.New("no database file here (ackd serve or ackd migrate creates it)")
 		}
 	}
 	// Create the file ourselves so it is 0600 whatever the umask; SQLite

@@ -106,6 +106,10 @@ func statusFailure(status int, retryAfter time.Duration, err error) *Failure {
 	}
 }
 
+// maxRetryAfter bounds a Retry-After in seconds, so a huge value can neither
+// overflow a Duration nor hold a row for years (the store caps it further).
+const maxRetryAfter = 24 * 60 * 60
+
 // retryAfter reads a Retry-After header: delay-seconds or an HTTP date
 // (relative to now). Absent, unparseable or non-positive gives DefaultRetryAfter.
 func retryAfter(h http.Header, now time.Time) time.Duration {
@@ -117,7 +121,7 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 		if n <= 0 {
 			return DefaultRetryAfter
 		}
-		return time.Duration(n) * time.Second
+		return time.Duration(min(n, maxRetryAfter)) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
 		return t.Sub(now).Round(time.Second)

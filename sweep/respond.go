@@ -5,8 +5,10 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"time"
 
@@ -118,6 +120,12 @@ func (e *effects) postJSON(ctx context.Context, url string, body []byte, header 
 	req.Header.Set("User-Agent", "ackd")
 	resp, err := e.cfg.HTTPClient.Do(req)
 	if err != nil {
+		// A response_url is a bearer capability: keep it out of last_error
+		// and the logs.
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = &neturl.Error{Op: ue.Op, URL: redactURL(ue.URL), Err: ue.Err}
+		}
 		return httpResponse{}, err
 	}
 	defer resp.Body.Close()
@@ -126,6 +134,15 @@ func (e *effects) postJSON(ctx context.Context, url string, body []byte, header 
 		return httpResponse{}, err
 	}
 	return httpResponse{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// redactURL keeps a URL's scheme and host and hides its path and query.
+func redactURL(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(url)"
+	}
+	return u.Scheme + "://" + u.Host + "/…"
 }
 
 // snippet is the start of a reply body, quoted, for last_error.

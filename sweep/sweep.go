@@ -14,7 +14,6 @@ package sweep
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"time"
@@ -54,7 +53,8 @@ const (
 	OutcomeRateLimited = "rate_limited"
 	OutcomeParked      = "parked"
 	OutcomeFenced      = "fenced"    // the lease was lost before the result was written
-	OutcomeAbandoned   = "abandoned" // shutdown cancelled the effect; the lease will expire
+	OutcomeAbandoned   = "abandoned" // not started or cut short (shutdown, lease too short); the lease will expire
+	OutcomeError       = "error"     // the result could not be written to the database
 )
 
 // Observer receives what a sweep did (metrics). Implementations must be safe
@@ -92,12 +92,8 @@ func New(st *store.Store, reg Registry, cfg Config, log *slog.Logger, obs Observ
 // Config returns the effective configuration.
 func (s *Sweeper) Config() Config { return s.cfg }
 
-// NewToken returns a random claim token.
-func NewToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
-}
+// NewToken returns a random claim token (128 bits, base32).
+func NewToken() string { return rand.Text() }
 
 // RunOnce claims one batch and performs it. Its error is for the database
 // failing; effect failures are recorded on their rows and counted in Result.
@@ -163,6 +159,14 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 	job := Job{Row: row, Attempt: row.Attempts + 1}
 	log := s.log.With("id", row.ID, "key", row.Key, "effect", row.Effect, "attempt", job.Attempt)
 	start := time.Now()
+	defer func() {
+		if s.obs != nil {
+			if outcome == "" {
+				outcome = OutcomeError
+			}
+			s.obs.Attempt(row.Effect, outcome, time.Since(start))
+		}
+	}()
 	var effErr error
 	var out Outcome
 	p, decErr := DecodePayload(row.Payload)
@@ -192,11 +196,6 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 		cancel()
 	}
 	took := time.Since(start)
-	defer func() {
-		if s.obs != nil {
-			s.obs.Attempt(row.Effect, outcome, took)
-		}
-	}()
 
 	// Record the result even if shutdown began after the effect finished;
 	// an effect that was itself cut short by shutdown is left to its lease.
