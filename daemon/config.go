@@ -107,10 +107,10 @@ type Route struct {
 	Event      string   `toml:"event"`   // Events API inner event type; "*" = every event
 	Events     []string `toml:"events"`  // several event types, e.g. ["message", "app_mention"]
 	Channel    string   `toml:"channel"` // optional channel filter (event, command or interaction channel)
-	Command    string `toml:"command"`
-	CallbackID string `toml:"callback_id"`
-	ActionID   string `toml:"action_id"`
-	Key        string `toml:"key"` // "event" (default) or "message"
+	Command    string   `toml:"command"`
+	CallbackID string   `toml:"callback_id"`
+	ActionID   string   `toml:"action_id"`
+	Key        string   `toml:"key"` // "event" (default) or "message"
 
 	Effect  string   `toml:"effect"`
 	Timeout Duration `toml:"timeout"`

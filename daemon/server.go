@@ -69,10 +69,10 @@ type Server struct {
 	wg     sync.WaitGroup
 	kick   chan struct{} // immediate sweep trigger, coalescing
 
-	sweepOK atomic.Int64    // unix ms of the last sweep that did not fail on the database
-	running [2]atomic.Int64 // per loop (ticker, immediate): unix ms its sweep started; 0 when idle
-	closeOnce    sync.Once
-	closeErr     error
+	sweepOK   atomic.Int64    // unix ms of the last sweep that did not fail on the database
+	running   [2]atomic.Int64 // per loop (ticker, immediate): unix ms its sweep started; 0 when idle
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New validates the configuration and secrets. Open starts the server.
