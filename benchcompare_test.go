@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/ackd/ackd/slacksim"
-	"github.com/ackd/ackd/store"
 )
 
 // compareTestRun runs `ackd bench compare` at 200 events/s for 1 s with
@@ -29,7 +28,7 @@ func compareTestRun(tb testing.TB, extra ...string) (procResult, string) {
 func TestBenchCompare(t *testing.T) {
 	t.Run("measures FULL, NORMAL and the ceiling under identical load and checks both databases", func(t *testing.T) {
 		r, dir := compareTestRun(t, "--json")
-		var rep compareReport
+		var rep slacksim.CompareReport
 		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
 			t.Fatalf("stdout is not the JSON report: %v\n%s", err, r.Stdout)
 		}
@@ -147,39 +146,4 @@ func TestBenchCompare(t *testing.T) {
 			t.Errorf("created %d entries in --dir before refusing", len(left))
 		}
 	})
-}
-
-// TestJudgeCompareDB proves the database check fails the comparison on
-// each kind of loss or duplication it exists to catch.
-func TestJudgeCompareDB(t *testing.T) {
-	res := slacksim.BenchResult{Unique: 3, EventIDs: []string{"E1", "E2", "E3"}}
-	good := store.EventCheck{Receipts: 3, WithRows: 3}
-	stats := func(receipts, pending, done, parked int64) store.Stats {
-		return store.Stats{Receipts: receipts, Queue: store.Queue{Pending: pending, Done: done, Parked: parked}}
-	}
-	tests := []struct {
-		name    string
-		ev      store.EventCheck
-		st      store.Stats
-		problem string // "" = passes
-	}{
-		{"every acked event with receipt and row passes", good, stats(3, 1, 2, 0), ""},
-		{"an acked event without a receipt fails", store.EventCheck{Receipts: 2, WithRows: 2, Missing: []string{"E2"}}, stats(2, 2, 0, 0), "have no receipt"},
-		{"an acked event without an outbox row fails", store.EventCheck{Receipts: 3, WithRows: 2}, stats(3, 2, 0, 0), "have no outbox row"},
-		{"a duplicate that added a row fails", good, stats(3, 4, 0, 0), "a duplicate added a row"},
-		{"more receipts than events sent fails", good, stats(4, 4, 0, 0), "4 receipts"},
-		{"a parked row fails", good, stats(3, 2, 0, 1), "parked"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := judgeCompareDB(res, tt.ev, tt.st)
-			got := strings.Join(c.Problems, "; ")
-			switch {
-			case tt.problem == "" && !c.OK():
-				t.Errorf("problems %q, want none", got)
-			case tt.problem != "" && (c.OK() || !strings.Contains(got, tt.problem)):
-				t.Errorf("problems %q, want one mentioning %q", got, tt.problem)
-			}
-		})
-	}
 }

@@ -1,7 +1,7 @@
 // Package slacksim plays Slack against an ackd: it signs and delivers
 // requests the way Slack does, and it load-tests the ack path.
 //
-// It owns three things:
+// It owns these things:
 //
 //   - Signing. [Sign] and [SignRequest] implement Slack's v0 request
 //     signature (HMAC-SHA256 over "v0:{timestamp}:{body}", hex, "v0="
@@ -17,9 +17,11 @@
 //     that were acknowledged so a caller can look for their receipts. It
 //     backs "ackd bench".
 //
-// [CeilingHandler] is a receiver that only verifies signatures and answers
-// 200. Benchmarking it measures the ceiling of the HTTP + HMAC path with no
-// database, to compare against a real ackd.
+// [CeilingHandler] is a receiver that only verifies signatures (with the
+// daemon's own verifier) and answers 200. Benchmarking it measures the
+// ceiling of the HTTP + HMAC path with no database; [RunCompare] runs the
+// same load against ackd with synchronous FULL, with NORMAL, and against the
+// ceiling, one after the other, and backs "ackd bench compare".
 //
 // Open-loop latency is measured from each request's scheduled send time,
 // not from when it actually left, so a slow receiver (or a stalled client)

@@ -1,0 +1,664 @@
+package slacksim
+
+// Compare measures, in one run on one machine, what the durable ack costs:
+// the same load from Bench against `ackd serve` with synchronous=FULL, with
+// synchronous=NORMAL, and against `ackd ceiling`, a server that only
+// verifies the signature and answers 200 (no database). Each server is a
+// child process of the ackd binary, started one after the other, so the
+// three rows differ only in what the server does. `ackd bench compare` is
+// the command.
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ackd/ackd/store"
+)
+
+// CompareOptions configures one `ackd bench compare`.
+type CompareOptions struct {
+	Exe     string       // binary to start as `serve` and `ceiling`
+	Dir     string       // parent of the run's temporary directory
+	Keep    bool         // keep the run's directory (databases, configs, logs)
+	Load    BenchOptions // URL and Secret are set per server
+	Command string       // the command line, for the header
+	Log     io.Writer    // progress; nil: none
+	// OpenDB opens a server's database for the check afterwards, with the
+	// server's config file (the caller owns the schema and store options).
+	OpenDB func(ctx context.Context, configPath, dbPath string) (*store.Store, error)
+}
+
+// compareServer is one of the three servers measured.
+type compareServer struct {
+	Name        string // FULL, NORMAL, ceiling
+	Synchronous string // "" for the ceiling
+}
+
+var compareServers = []compareServer{
+	{Name: "FULL", Synchronous: "FULL"},
+	{Name: "NORMAL", Synchronous: "NORMAL"},
+	{Name: "ceiling"},
+}
+
+// CompareMachine describes where the numbers came from.
+type CompareMachine struct {
+	CPUs        int    `json:"cpus"`
+	CPUModel    string `json:"cpu_model,omitempty"`
+	MemTotalMiB int64  `json:"mem_total_mib,omitempty"`
+	Kernel      string `json:"kernel,omitempty"`
+	GoVersion   string `json:"go_version"`
+	OSArch      string `json:"os_arch"`
+	Dir         string `json:"dir"`              // where the databases were
+	DirFS       string `json:"dir_fs,omitempty"` // its filesystem type
+}
+
+// CompareCheck is what the database held after an ackd run.
+type CompareCheck struct {
+	AckedEvents   int      `json:"acked_events"`      // events with at least one 2xx
+	WithReceipt   int      `json:"with_receipt"`      // of those, with a receipt
+	WithRow       int      `json:"with_row"`          // of those, with an outbox row
+	Receipts      int64    `json:"receipts"`          // receipts in the database
+	Rows          int64    `json:"rows"`              // outbox rows in the database
+	Parked        int64    `json:"parked"`            // outbox rows parked
+	MissingSample []string `json:"missing,omitempty"` // acked events without a receipt (first few)
+	Problems      []string `json:"problems,omitempty"`
+}
+
+// OK reports whether the check found nothing wrong.
+func (c CompareCheck) OK() bool { return len(c.Problems) == 0 }
+
+// CompareRow is one server's measurement.
+type CompareRow struct {
+	Config     string      `json:"config"`
+	Bench      BenchResult `json:"bench"`
+	Non2xx     int         `json:"non_2xx"`
+	PeakRSSMiB float64     `json:"peak_rss_mib"` // VmHWM just before SIGTERM; 0 if unknown
+	// CPUs busy on average during the load (from /proc; 0 if unknown): the
+	// server, this process (the load generator), and everything else on
+	// the machine. A busy machine shows up in OtherCPUs.
+	ServerCPUs float64       `json:"server_cpus"`
+	LoadCPUs   float64       `json:"load_cpus"`
+	OtherCPUs  float64       `json:"other_cpus"`
+	Exit       string        `json:"exit"` // how the child ended after SIGTERM
+	Check      *CompareCheck `json:"db_check,omitempty"`
+	// Ratios to the ceiling row: p99 latency (1 = as fast as no database)
+	// and achieved throughput (1 = as much as no database).
+	P99VsCeiling        float64 `json:"p99_vs_ceiling"`
+	ThroughputVsCeiling float64 `json:"throughput_vs_ceiling"`
+}
+
+// CompareReport is the whole comparison.
+type CompareReport struct {
+	Command string         `json:"command"`
+	Machine CompareMachine `json:"machine"`
+	Mode    string         `json:"mode"` // "open loop, 2000/s for 30s, ..." in words
+	Seed    int64          `json:"seed"`
+	Rows    []CompareRow   `json:"rows"`
+	OK      bool           `json:"ok"`                 // every database check passed and every child exited 0
+	KeptDir string         `json:"kept_dir,omitempty"` // with --keep: databases, configs, server logs
+}
+
+// RunCompare runs the three servers one after the other. An error means
+// the comparison could not be made; a failed database check is reported in
+// the result (OK false) with every row still measured.
+func RunCompare(ctx context.Context, o CompareOptions) (CompareReport, error) {
+	if o.Load.Duration <= 0 {
+		return CompareReport{}, errors.New("bench compare: --duration must be positive")
+	}
+	dir, err := os.MkdirTemp(o.Dir, "ackd-bench-compare-")
+	if err != nil {
+		return CompareReport{}, fmt.Errorf("bench compare: %w", err)
+	}
+	if !o.Keep {
+		defer os.RemoveAll(dir)
+	}
+	absDir, _ := filepath.Abs(dir)
+	rep := CompareReport{Command: o.Command, Machine: machineInfo(filepath.Dir(absDir)), Seed: o.Load.Seed, OK: true}
+	if o.Keep {
+		rep.KeptDir = absDir
+	}
+	rep.Mode = loadWords(o.Load)
+	secret := rand.Text() // the servers are ours: any secret they share with the load will do
+
+	for _, s := range compareServers {
+		fmt.Fprintf(o.logw(), "== %s: %s\n", s.Name, s.describe())
+		row, err := o.measure(ctx, dir, secret, s)
+		if err != nil {
+			return rep, fmt.Errorf("bench compare: %s: %w", s.Name, err)
+		}
+		if !o.Keep {
+			// Delete the database now, so the next server does not share the
+			// disk with its writeback.
+			_ = os.RemoveAll(filepath.Join(dir, s.Name))
+		}
+		if row.Check != nil && !row.Check.OK() {
+			rep.OK = false
+		}
+		if row.Exit != "exit 0" {
+			rep.OK = false
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	ceil := rep.Rows[len(rep.Rows)-1].Bench
+	for i := range rep.Rows {
+		b := rep.Rows[i].Bench
+		rep.Rows[i].P99VsCeiling = ratio(float64(b.P99), float64(ceil.P99))
+		rep.Rows[i].ThroughputVsCeiling = ratio(b.AchievedRate, ceil.AchievedRate)
+	}
+	return rep, nil
+}
+
+func (o CompareOptions) logw() io.Writer {
+	if o.Log == nil {
+		return io.Discard
+	}
+	return o.Log
+}
+
+func (s compareServer) describe() string {
+	if s.Synchronous == "" {
+		return "ackd ceiling (signature check and 200, no database)"
+	}
+	return "ackd serve, synchronous = " + s.Synchronous + ", dry-run log route"
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// measure starts one server, loads it, checks its database, and stops it.
+func (o CompareOptions) measure(ctx context.Context, dir, secret string, s compareServer) (CompareRow, error) {
+	row := CompareRow{Config: s.Name}
+	sdir := filepath.Join(dir, s.Name)
+	if err := os.Mkdir(sdir, 0o700); err != nil {
+		return row, err
+	}
+	var args []string
+	var cfgPath, dbPath string
+	if s.Synchronous != "" {
+		cfgPath, dbPath = filepath.Join(sdir, "ackd.toml"), filepath.Join(sdir, "ackd.db")
+		toml := fmt.Sprintf("# written by ackd bench compare\nsynchronous = %q\n\n"+
+			"[[route]]\nname = \"log-every-event\"\nevent = \"*\"\neffect = \"log\"\n", s.Synchronous)
+		if err := os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
+			return row, err
+		}
+		args = []string{"serve", "--config", cfgPath, "--db", dbPath}
+	} else {
+		args = []string{"ceiling"}
+	}
+	child, err := startCompareChild(ctx, o.Exe, args, secret, filepath.Join(sdir, "server.log"))
+	if err != nil {
+		return row, err
+	}
+	defer child.kill() // on an early return; a no-op after stop
+
+	load := o.Load
+	load.URL = "http://" + child.addr + "/slack/events"
+	load.Secret = secret
+	load.Progress = o.Log
+	before := sampleCPU(child.cmd.Process.Pid)
+	res, err := Bench(ctx, load)
+	after := sampleCPU(child.cmd.Process.Pid)
+	if err != nil {
+		return row, err
+	}
+	row.Bench = res
+	for code, n := range res.StatusCounts {
+		if code < 200 || code > 299 {
+			row.Non2xx += n
+		}
+	}
+	row.PeakRSSMiB = peakRSSMiB(child.cmd.Process.Pid)
+	row.ServerCPUs, row.LoadCPUs, row.OtherCPUs = after.since(before)
+	row.Exit = child.stop(30 * time.Second)
+	if row.Exit != "exit 0" {
+		fmt.Fprintf(o.logw(), "%s did not stop cleanly after SIGTERM (%s); its log: %s\n", s.Name, row.Exit, child.logPath)
+	}
+	if s.Synchronous != "" {
+		// After the server stopped: the file is quiet and fully checkpointable.
+		check, err := o.checkDB(ctx, cfgPath, dbPath, res)
+		if err != nil {
+			return row, fmt.Errorf("database check: %w", err)
+		}
+		row.Check = &check
+	}
+	return row, nil
+}
+
+// checkDB opens the server's database through o.OpenDB (the way `ackd bench`
+// does: the server's config, store.Open) and checks that every acked event
+// has its receipt and outbox row, and that duplicates added nothing: one
+// receipt per event and, with the one route, one row per receipt.
+func (o CompareOptions) checkDB(ctx context.Context, cfgPath, dbPath string, res BenchResult) (CompareCheck, error) {
+	st, err := o.OpenDB(ctx, cfgPath, dbPath)
+	if err != nil {
+		return CompareCheck{}, err
+	}
+	defer st.Close()
+	ev, err := st.CheckEvents(ctx, res.EventIDs)
+	if err != nil {
+		return CompareCheck{}, err
+	}
+	stats, err := st.Stats(ctx)
+	if err != nil {
+		return CompareCheck{}, err
+	}
+	return judgeCompareDB(res, ev, stats), nil
+}
+
+func judgeCompareDB(res BenchResult, ev store.EventCheck, stats store.Stats) CompareCheck {
+	c := CompareCheck{
+		AckedEvents: len(res.EventIDs), WithReceipt: ev.Receipts, WithRow: ev.WithRows,
+		Receipts: stats.Receipts, Rows: stats.Pending + stats.Done + stats.Parked, Parked: stats.Parked,
+		MissingSample: ev.Missing,
+	}
+	bad := func(format string, a ...any) { c.Problems = append(c.Problems, fmt.Sprintf(format, a...)) }
+	if c.WithReceipt != c.AckedEvents {
+		bad("%d acked events have no receipt (e.g. %v)", c.AckedEvents-c.WithReceipt, c.MissingSample)
+	}
+	if c.WithRow != c.AckedEvents {
+		bad("%d acked events have no outbox row", c.AckedEvents-c.WithRow)
+	}
+	// An event whose answer was lost may have a receipt without an ack (its
+	// retry would be a duplicate); an event never sent cannot.
+	if c.Receipts < int64(c.AckedEvents) || c.Receipts > int64(res.Unique) {
+		bad("%d receipts for %d acked of %d distinct events sent", c.Receipts, c.AckedEvents, res.Unique)
+	}
+	if c.Rows != c.Receipts {
+		bad("%d outbox rows for %d receipts with one route: a duplicate added a row or an event lost its row", c.Rows, c.Receipts)
+	}
+	if c.Parked != 0 {
+		bad("%d rows parked: the log effect cannot fail", c.Parked)
+	}
+	return c
+}
+
+// compareChild is a running server process.
+type compareChild struct {
+	cmd     *exec.Cmd
+	addr    string
+	logPath string
+	logFile *os.File
+	done    chan struct{} // closed when the process has exited
+}
+
+// startCompareChild starts exe with args on a free 127.0.0.1 port and waits
+// until /healthz answers 200. If another process takes the port first, it
+// tries another.
+func startCompareChild(ctx context.Context, exe string, args []string, secret, logPath string) (*compareChild, error) {
+	for try := 1; ; try++ {
+		c, lostPort, err := tryStartCompareChild(ctx, exe, args, secret, logPath)
+		if err == nil || !lostPort || try == 3 {
+			return c, err
+		}
+	}
+}
+
+func tryStartCompareChild(ctx context.Context, exe string, args []string, secret, logPath string) (*compareChild, bool, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, false, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, false, err
+	}
+	c := &compareChild{addr: addr, logPath: logPath, logFile: logFile, done: make(chan struct{})}
+	c.cmd = exec.Command(exe, append(args, "--listen", addr)...)
+	c.cmd.Env = compareChildEnv(secret)
+	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
+	if err := c.cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, false, err
+	}
+	go func() {
+		_ = c.cmd.Wait()
+		logFile.Close()
+		close(c.done)
+	}()
+
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-c.done:
+			b, _ := os.ReadFile(logPath)
+			lost := strings.Contains(string(b), "address already in use")
+			return nil, lost, fmt.Errorf("%s %s exited before it was healthy (%v); log %s:\n%s",
+				filepath.Base(exe), args[0], c.cmd.ProcessState, logPath, lastLines(string(b), 20))
+		default:
+		}
+		if resp, err := client.Get("http://" + addr + "/healthz"); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return c, false, nil
+			}
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			c.kill()
+			if ctx.Err() != nil {
+				return nil, false, ctx.Err()
+			}
+			return nil, false, fmt.Errorf("%s %s on %s not healthy within 30s; log %s", filepath.Base(exe), args[0], addr, logPath)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// compareChildEnv is this process's environment without what would change
+// a server's behaviour behind the comparison's back (ACKD_* overrides,
+// systemd's sockets, the caller's secrets), plus the run's signing secret.
+func compareChildEnv(secret string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "ACKD_"), strings.HasPrefix(k, "SLACK_"),
+			k == "NOTIFY_SOCKET", strings.HasPrefix(k, "WATCHDOG_"), strings.HasPrefix(k, "LISTEN_"):
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "SLACK_SIGNING_SECRET="+secret)
+}
+
+// stop sends SIGTERM, waits up to timeout (then kills), and says how the
+// process ended: "exit 0" is a clean stop.
+func (c *compareChild) stop(timeout time.Duration) string {
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		c.kill()
+		return "no SIGTERM (" + err.Error() + "), killed"
+	}
+	select {
+	case <-c.done:
+	case <-time.After(timeout):
+		c.kill()
+		return fmt.Sprintf("still running %s after SIGTERM, killed", timeout)
+	}
+	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		return "killed by " + ws.Signal().String()
+	}
+	return fmt.Sprintf("exit %d", c.cmd.ProcessState.ExitCode())
+}
+
+// kill ends the process if it is still running and waits for it.
+func (c *compareChild) kill() {
+	select {
+	case <-c.done:
+	default:
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// peakRSSMiB is the process's peak resident set (VmHWM), or 0 where
+// /proc is not available.
+func peakRSSMiB(pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
+
+// cpuSample is a reading of CPU time from /proc, in clock ticks.
+type cpuSample struct {
+	at                 time.Time
+	total, self, child int64 // busy ticks: all CPUs, this process, the server
+	ok                 bool
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc/stat and /proc/PID/stat
+// times (100 on every mainstream architecture).
+const clockTicks = 100
+
+func sampleCPU(child int) cpuSample {
+	c := cpuSample{at: time.Now()}
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return c
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
+	if len(f) < 9 || f[0] != "cpu" {
+		return c
+	}
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // all but idle and iowait
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		c.total += v
+	}
+	var ok1, ok2 bool
+	c.self, ok1 = procCPUTicks("self")
+	c.child, ok2 = procCPUTicks(strconv.Itoa(child))
+	c.ok = ok1 && ok2
+	return c
+}
+
+// procCPUTicks is a process's user+system time from /proc/PID/stat.
+func procCPUTicks(pid string) (int64, bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// Fields after "(comm)": state is field 3, utime 14 and stime 15.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	return u + s, err1 == nil && err2 == nil
+}
+
+// since returns the average CPUs busy between two samples: the server, this
+// process, and the rest of the machine.
+func (c cpuSample) since(b cpuSample) (server, self, other float64) {
+	wall := c.at.Sub(b.at).Seconds()
+	if !c.ok || !b.ok || wall <= 0 {
+		return 0, 0, 0
+	}
+	cpus := func(ticks int64) float64 { return float64(ticks) / clockTicks / wall }
+	server, self = cpus(c.child-b.child), cpus(c.self-b.self)
+	other = max(0, cpus(c.total-b.total)-server-self)
+	return server, self, other
+}
+
+// machineInfo reads what is readable about this machine; missing pieces
+// stay empty.
+func machineInfo(dir string) CompareMachine {
+	m := CompareMachine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
+		OSArch: runtime.GOOS + "/" + runtime.GOARCH, Dir: dir}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				m.MemTotalMiB = kb / 1024
+				break
+			}
+		}
+	}
+	m.DirFS = fsType(dir)
+	return m
+}
+
+// fsType is the type of the filesystem holding dir, from /proc/self/mounts
+// (the longest mount point that contains it).
+func fsType(dir string) string {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	best, typ := -1, ""
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		mp := strings.ReplaceAll(f[1], `\040`, " ")
+		if (dir == mp || strings.HasPrefix(dir, strings.TrimSuffix(mp, "/")+"/")) && len(mp) >= best {
+			best, typ = len(mp), f[2]
+		}
+	}
+	return typ
+}
+
+func loadWords(o BenchOptions) string {
+	var s string
+	if o.Rate > 0 {
+		s = fmt.Sprintf("open loop, %g events/s for %s", o.Rate, o.Duration)
+	} else {
+		s = fmt.Sprintf("closed loop, %d workers for %s", o.Concurrency, o.Duration)
+	}
+	if o.DupFraction > 0 {
+		s += fmt.Sprintf(", %g%% of events delivered twice at once", 100*o.DupFraction)
+	}
+	if o.PayloadBytes > 0 {
+		s += fmt.Sprintf(", bodies padded to %d bytes", o.PayloadBytes)
+	}
+	return s
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// WriteTable prints the report for a person: the machine and command, one
+// row per server, then the database checks and notes.
+func (r CompareReport) WriteTable(w io.Writer) {
+	m := r.Machine
+	cpu := fmt.Sprintf("%d CPUs", m.CPUs)
+	if m.CPUModel != "" {
+		cpu += " (" + m.CPUModel + ")"
+	}
+	if m.MemTotalMiB > 0 {
+		cpu += fmt.Sprintf(", %.1f GiB RAM", float64(m.MemTotalMiB)/1024)
+	}
+	kernel := m.OSArch
+	if m.Kernel != "" {
+		kernel += " " + m.Kernel
+	}
+	fs := m.Dir
+	if m.DirFS != "" {
+		fs += " (" + m.DirFS + ")"
+	}
+	fmt.Fprintf(w, "machine: %s; kernel %s; %s; databases in %s\n", cpu, kernel, m.GoVersion, fs)
+	fmt.Fprintf(w, "command: %s\n", r.Command)
+	fmt.Fprintf(w, "load:    %s; seed %d; same load for every server, one server at a time\n\n", r.Mode, r.Seed)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "config   \tsent\tnon-2xx\terrors\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tachieved/s\tpeak RSS MiB\tp99 vs ceiling\tthroughput vs ceiling\t")
+	for _, row := range r.Rows {
+		b := row.Bench
+		rss := "n/a"
+		if row.PeakRSSMiB > 0 {
+			rss = fmt.Sprintf("%.1f", row.PeakRSSMiB)
+		}
+		// Padded: a right-aligned column of padded names reads left-aligned.
+		fmt.Fprintf(tw, "%-9s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%.2f×\t%.0f%%\t\n",
+			row.Config, b.Sent, row.Non2xx, b.Errors, msCell(b.P50), msCell(b.P90), msCell(b.P99), msCell(b.P999), msCell(b.Max),
+			b.AchievedRate, rss, row.P99VsCeiling, 100*row.ThroughputVsCeiling)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+
+	for _, row := range r.Rows {
+		b := row.Bench
+		var notes []string
+		if b.Skipped > 0 {
+			notes = append(notes, fmt.Sprintf("%d skipped at the in-flight cap", b.Skipped))
+		}
+		if b.FirstError != "" {
+			notes = append(notes, "first error: "+b.FirstError)
+		}
+		if row.ServerCPUs > 0 && b.Sent > 0 {
+			notes = append(notes, fmt.Sprintf("CPUs busy: server %.2f (%.0f µs per request), load generator %.2f, other processes %.2f",
+				row.ServerCPUs, row.ServerCPUs*b.Elapsed.Seconds()/float64(b.Sent)*1e6, row.LoadCPUs, row.OtherCPUs))
+		}
+		if b.Mode == "open" {
+			notes = append(notes, fmt.Sprintf("client lag at most %s ms", msCell(b.MaxLag)))
+		}
+		if row.Exit != "exit 0" {
+			notes = append(notes, "after SIGTERM: "+row.Exit)
+		}
+		if c := row.Check; c != nil {
+			verdict := "ok"
+			if !c.OK() {
+				verdict = "FAILED: " + strings.Join(c.Problems, "; ")
+			}
+			notes = append(notes, fmt.Sprintf("db check %s: %d acked events, %d with receipt, %d with row; %d receipts, %d rows, %d parked",
+				verdict, c.AckedEvents, c.WithReceipt, c.WithRow, c.Receipts, c.Rows, c.Parked))
+		}
+		fmt.Fprintf(w, "%s: %d events + %d duplicates", row.Config, b.Unique, b.Duplicates)
+		for _, n := range notes {
+			fmt.Fprintf(w, "; %s", n)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "latency: ms from the scheduled (open loop) or actual (closed loop) send to the end of the answer.")
+	fmt.Fprintln(w, "ratios:  p99 and achieved/s divided by the ceiling's (a server that only verifies the signature).")
+}
+
+func msCell(d time.Duration) string {
+	ms := float64(d) / float64(time.Millisecond)
+	switch {
+	case ms >= 100:
+		return fmt.Sprintf("%.0f", ms)
+	case ms >= 10:
+		return fmt.Sprintf("%.1f", ms)
+	default:
+		return fmt.Sprintf("%.2f", ms)
+	}
+}
