@@ -110,10 +110,20 @@ func (g *globals) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(g.stderr, opts))
 }
 
-// openStore opens the configured database. Only migrate creates one; the
-// other commands refuse a path where there is none.
+// openStore opens the configured database, which must exist: only migrate
+// (and serve) create one; the other commands refuse a path where there is none.
 func (g *globals) openStore(ctx context.Context) (*store.Store, daemon.Config, error) {
 	return g.open(ctx, true)
+}
+
+// withStore opens the configured database (creating it only when create is
+// set), runs fn, closes the database, and reports both errors.
+func (g *globals) withStore(ctx context.Context, create bool, fn func(*store.Store, daemon.Config) error) error {
+	st, cfg, err := g.open(ctx, !create)
+	if err != nil {
+		return err
+	}
+	return errors.Join(fn(st, cfg), st.Close())
 }
 
 func (g *globals) open(ctx context.Context, mustExist bool) (*store.Store, daemon.Config, error) {
@@ -189,20 +199,17 @@ func sweepCmd(g *globals) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			st, cfg, err := g.openStore(ctx)
-			if err != nil {
+			return g.withStore(ctx, false, func(st *store.Store, cfg daemon.Config) error {
+				sec, err := secrets(false)
+				if err != nil {
+					return err
+				}
+				log := g.logger()
+				sw := sweep.New(st, sweep.Effects(cfg.EffectConfig(sec, log, nil)), cfg.SweepConfig(), log, nil)
+				res, err := sw.RunOnce(ctx)
+				fmt.Fprintln(g.stdout, res)
 				return err
-			}
-			defer st.Close()
-			sec, err := secrets(false)
-			if err != nil {
-				return err
-			}
-			log := g.logger()
-			sw := sweep.New(st, sweep.Effects(cfg.EffectConfig(sec, log, nil)), cfg.SweepConfig(), log, nil)
-			res, err := sw.RunOnce(ctx)
-			fmt.Fprintln(g.stdout, res)
-			return err
+			})
 		},
 	}
 	c.Flags().BoolVar(&once, "once", false, "run one sweep and exit")
@@ -215,17 +222,14 @@ func migrateCmd(g *globals) *cobra.Command {
 		Short: "Create or upgrade the database schema (serve also does this at start)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, cfg, err := g.open(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			v, err := st.SchemaVersion(cmd.Context())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "%s: schema version %d\n", cfg.DB, v)
-			return nil
+			return g.withStore(cmd.Context(), true, func(st *store.Store, cfg daemon.Config) error {
+				v, err := st.SchemaVersion(cmd.Context())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "%s: schema version %d\n", cfg.DB, v)
+				return nil
+			})
 		},
 	}
 }
@@ -237,30 +241,27 @@ func statusCmd(g *globals) *cobra.Command {
 		Short: "Outbox rows by status, receipts, and the oldest pending row's age",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, cfg, err := g.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			s, err := st.Stats(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(g.stdout).Encode(map[string]any{
-					"db": cfg.DB, "schema_version": s.SchemaVersion, "receipts": s.Receipts,
-					"pending": s.Pending, "leased": s.Leased, "done": s.Done, "parked": s.Parked,
-					"oldest_pending_seconds": int64(s.OldestPending.Seconds()),
-				})
-			}
-			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "database\t%s (schema %d)\n", cfg.DB, s.SchemaVersion)
-			fmt.Fprintf(w, "receipts\t%d\n", s.Receipts)
-			fmt.Fprintf(w, "pending\t%d (%d leased)\n", s.Pending, s.Leased)
-			fmt.Fprintf(w, "done\t%d\n", s.Done)
-			fmt.Fprintf(w, "parked\t%d\n", s.Parked)
-			fmt.Fprintf(w, "oldest pending\t%s\n", s.OldestPending.Round(time.Second))
-			return w.Flush()
+			return g.withStore(cmd.Context(), false, func(st *store.Store, cfg daemon.Config) error {
+				s, err := st.Stats(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return json.NewEncoder(g.stdout).Encode(map[string]any{
+						"db": cfg.DB, "schema_version": s.SchemaVersion, "receipts": s.Receipts,
+						"pending": s.Pending, "leased": s.Leased, "done": s.Done, "parked": s.Parked,
+						"oldest_pending_seconds": int64(s.OldestPending.Seconds()),
+					})
+				}
+				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintf(w, "database\t%s (schema %d)\n", cfg.DB, s.SchemaVersion)
+				fmt.Fprintf(w, "receipts\t%d\n", s.Receipts)
+				fmt.Fprintf(w, "pending\t%d (%d leased)\n", s.Pending, s.Leased)
+				fmt.Fprintf(w, "done\t%d\n", s.Done)
+				fmt.Fprintf(w, "parked\t%d\n", s.Parked)
+				fmt.Fprintf(w, "oldest pending\t%s\n", s.OldestPending.Round(time.Second))
+				return w.Flush()
+			})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -276,22 +277,19 @@ func outboxCmd(g *globals) *cobra.Command {
 		Short: "List outbox rows, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, _, err := g.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			rows, err := st.List(cmd.Context(), status, limit)
-			if err != nil {
-				return err
-			}
-			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tSTATUS\tEFFECT\tATTEMPTS\tCREATED\tKEY\tLAST ERROR")
-			for _, r := range rows {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Status, r.Effect, r.Attempts,
-					r.CreatedAt.UTC().Format(time.DateTime), r.Key, oneLine(r.LastError, 80))
-			}
-			return w.Flush()
+			return g.withStore(cmd.Context(), false, func(st *store.Store, _ daemon.Config) error {
+				rows, err := st.List(cmd.Context(), status, limit)
+				if err != nil {
+					return err
+				}
+				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "ID\tSTATUS\tEFFECT\tATTEMPTS\tCREATED\tKEY\tLAST ERROR")
+				for _, r := range rows {
+					fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Status, r.Effect, r.Attempts,
+						r.CreatedAt.UTC().Format(time.DateTime), r.Key, oneLine(r.LastError, 80))
+				}
+				return w.Flush()
+			})
 		},
 	}
 	list.Flags().StringVar(&status, "status", "", "only rows with this status: pending, done or parked")
@@ -306,36 +304,33 @@ func outboxCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("outbox show: %q is not a row id", args[0])
 			}
-			st, _, err := g.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			r, err := st.Get(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			t := func(v time.Time) string {
-				if v.IsZero() {
-					return "-"
+			return g.withStore(cmd.Context(), false, func(st *store.Store, _ daemon.Config) error {
+				r, err := st.Get(cmd.Context(), id)
+				if err != nil {
+					return err
 				}
-				return v.UTC().Format(time.RFC3339Nano)
-			}
-			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "id\t%d\nkey\t%s\neffect\t%s\nstatus\t%s\nattempts\t%d\n", r.ID, r.Key, r.Effect, r.Status, r.Attempts)
-			fmt.Fprintf(w, "created\t%s\nnext attempt\t%s\nlease until\t%s\ncompleted\t%s\n",
-				t(r.CreatedAt), t(r.NextAttemptAt), t(r.ClaimExpiresAt), t(r.CompletedAt))
-			fmt.Fprintf(w, "last error\t%s\nresult\t%s\n", r.LastError, r.Result)
-			w.Flush()
-			fmt.Fprintln(g.stdout, "payload:")
-			var pretty any
-			if json.Unmarshal([]byte(r.Payload), &pretty) == nil {
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(pretty)
-			}
-			_, err = fmt.Fprintln(g.stdout, r.Payload)
-			return err
+				t := func(v time.Time) string {
+					if v.IsZero() {
+						return "-"
+					}
+					return v.UTC().Format(time.RFC3339Nano)
+				}
+				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintf(w, "id\t%d\nkey\t%s\neffect\t%s\nstatus\t%s\nattempts\t%d\n", r.ID, r.Key, r.Effect, r.Status, r.Attempts)
+				fmt.Fprintf(w, "created\t%s\nnext attempt\t%s\nlease until\t%s\ncompleted\t%s\n",
+					t(r.CreatedAt), t(r.NextAttemptAt), t(r.ClaimExpiresAt), t(r.CompletedAt))
+				fmt.Fprintf(w, "last error\t%s\nresult\t%s\n", r.LastError, r.Result)
+				w.Flush()
+				fmt.Fprintln(g.stdout, "payload:")
+				var pretty any
+				if json.Unmarshal([]byte(r.Payload), &pretty) == nil {
+					enc := json.NewEncoder(g.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(pretty)
+				}
+				_, err = fmt.Fprintln(g.stdout, r.Payload)
+				return err
+			})
 		},
 	}
 
@@ -348,28 +343,25 @@ func outboxCmd(g *globals) *cobra.Command {
 			if allParked == (len(args) == 1) {
 				return errors.New("outbox retry: give one row ID or --all-parked")
 			}
-			st, _, err := g.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			if allParked {
-				n, err := st.RequeueParked(cmd.Context())
+			return g.withStore(cmd.Context(), false, func(st *store.Store, _ daemon.Config) error {
+				if allParked {
+					n, err := st.RequeueParked(cmd.Context())
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(g.stdout, "requeued %d parked rows\n", n)
+					return nil
+				}
+				id, err := strconv.ParseInt(args[0], 10, 64)
 				if err != nil {
+					return fmt.Errorf("outbox retry: %q is not a row id", args[0])
+				}
+				if err := st.Requeue(cmd.Context(), id); err != nil {
 					return err
 				}
-				fmt.Fprintf(g.stdout, "requeued %d parked rows\n", n)
+				fmt.Fprintf(g.stdout, "requeued row %d\n", id)
 				return nil
-			}
-			id, err := strconv.ParseInt(args[0], 10, 64)
-			if err != nil {
-				return fmt.Errorf("outbox retry: %q is not a row id", args[0])
-			}
-			if err := st.Requeue(cmd.Context(), id); err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "requeued row %d\n", id)
-			return nil
+			})
 		},
 	}
 	retry.Flags().BoolVar(&allParked, "all-parked", false, "requeue every parked row")
@@ -391,17 +383,14 @@ func pruneCmd(g *globals) *cobra.Command {
 		Short: "Delete receipts and done rows older than the retention (pending and parked rows stay)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, cfg, err := g.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			res, err := st.Prune(cmd.Context(), cfg.Retention.Receipts.Duration, cfg.Retention.Done.Duration, 1000)
-			if err != nil {
-				return fmt.Errorf("%w (deleted before the failure: receipts=%d done=%d)", err, res.Receipts, res.Done)
-			}
-			fmt.Fprintf(g.stdout, "pruned receipts=%d done=%d\n", res.Receipts, res.Done)
-			return nil
+			return g.withStore(cmd.Context(), false, func(st *store.Store, cfg daemon.Config) error {
+				res, err := st.Prune(cmd.Context(), cfg.Retention.Receipts.Duration, cfg.Retention.Done.Duration, 1000)
+				if err != nil {
+					return fmt.Errorf("%w (deleted before the failure: receipts=%d done=%d)", err, res.Receipts, res.Done)
+				}
+				fmt.Fprintf(g.stdout, "pruned receipts=%d done=%d\n", res.Receipts, res.Done)
+				return nil
+			})
 		},
 	}
 }

@@ -262,30 +262,37 @@ func (s *Server) sweepOnce(loop int) (sweep.Result, error) {
 }
 
 func (s *Server) tickerLoop() {
-	t := time.NewTicker(s.cfg.Sweep.Interval.Duration)
-	defer t.Stop()
 	failing := false
+	s.every(s.cfg.Sweep.Interval.Duration, func() {
+		res, err := s.sweepOnce(tickerLoop)
+		switch {
+		case err != nil && s.ctx.Err() == nil:
+			if !failing {
+				s.log.Error("sweep failed; retrying every interval", "err", err)
+			}
+			failing = true
+		case err == nil && failing:
+			s.log.Info("sweep recovered")
+			failing = false
+		}
+		if res.Claimed > 0 {
+			s.log.Info("sweep", "trigger", "ticker", "claimed", res.Claimed, "done", res.Done,
+				"retried", res.Retried, "parked", res.Parked, "fenced", res.Fenced)
+			s.notifyStatus()
+		}
+	})
+}
+
+// every runs fn every d until Close.
+func (s *Server) every(d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			res, err := s.sweepOnce(tickerLoop)
-			switch {
-			case err != nil && s.ctx.Err() == nil:
-				if !failing {
-					s.log.Error("sweep failed; retrying every interval", "err", err)
-				}
-				failing = true
-			case err == nil && failing:
-				s.log.Info("sweep recovered")
-				failing = false
-			}
-			if res.Claimed > 0 {
-				s.log.Info("sweep", "trigger", "ticker", "claimed", res.Claimed, "done", res.Done,
-					"retried", res.Retried, "parked", res.Parked, "fenced", res.Fenced)
-				s.notifyStatus()
-			}
+			fn()
 		}
 	}
 }
@@ -316,21 +323,14 @@ func (s *Server) immediateLoop() {
 }
 
 func (s *Server) pruneLoop() {
-	t := time.NewTicker(s.cfg.Retention.Interval.Duration)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-			res, err := s.store.Prune(s.ctx, s.cfg.Retention.Receipts.Duration, s.cfg.Retention.Done.Duration, 1000)
-			if err != nil && s.ctx.Err() == nil {
-				s.log.Error("prune failed", "err", err)
-			} else if res.Receipts+res.Done > 0 {
-				s.log.Info("pruned", "receipts", res.Receipts, "done_rows", res.Done)
-			}
+	s.every(s.cfg.Retention.Interval.Duration, func() {
+		res, err := s.store.Prune(s.ctx, s.cfg.Retention.Receipts.Duration, s.cfg.Retention.Done.Duration, 1000)
+		if err != nil && s.ctx.Err() == nil {
+			s.log.Error("prune failed", "err", err)
+		} else if res.Receipts+res.Done > 0 {
+			s.log.Info("pruned", "receipts", res.Receipts, "done_rows", res.Done)
 		}
-	}
+	})
 }
 
 // healthy reports whether the sweep loop is making progress: a sweep is
@@ -349,29 +349,22 @@ func (s *Server) healthy() bool {
 // watchdogLoop pings systemd's watchdog at half its interval, only while the
 // sweep loop is healthy and the database takes a write lock.
 func (s *Server) watchdogLoop(interval time.Duration) {
-	t := time.NewTicker(interval / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(s.ctx, interval/4)
-			err := s.store.CheckWrite(ctx)
-			cancel()
-			if err != nil || !s.healthy() {
-				s.log.Warn("not pinging the systemd watchdog: unhealthy", "db_err", err, "sweep_healthy", s.healthy())
-				reason := "sweep loop not making progress"
-				if err != nil {
-					reason = "database not writable: " + err.Error()
-				}
-				_ = s.opts.Notifier.Status("unhealthy: " + reason)
-				continue
+	s.every(interval/2, func() {
+		ctx, cancel := context.WithTimeout(s.ctx, interval/4)
+		err := s.store.CheckWrite(ctx)
+		cancel()
+		if err != nil || !s.healthy() {
+			s.log.Warn("not pinging the systemd watchdog: unhealthy", "db_err", err, "sweep_healthy", s.healthy())
+			reason := "sweep loop not making progress"
+			if err != nil {
+				reason = "database not writable: " + err.Error()
 			}
-			_ = s.opts.Notifier.Watchdog()
-			s.notifyStatus()
+			_ = s.opts.Notifier.Status("unhealthy: " + reason)
+			return
 		}
-	}
+		_ = s.opts.Notifier.Watchdog()
+		s.notifyStatus()
+	})
 }
 
 func (s *Server) notifyStatus() {
