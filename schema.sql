@@ -24,7 +24,7 @@ CREATE TABLE outbox (
   id               INTEGER PRIMARY KEY AUTOINCREMENT,
   idempotency_key  TEXT    NOT NULL UNIQUE,
   effect           TEXT    NOT NULL CHECK (effect <> ''),
-  payload          TEXT    NOT NULL CHECK (json_valid(payload)),
+  payload          TEXT    NOT NULL,  -- JSON (sweep.Payload): everything needed to perform the effect
   status           TEXT    NOT NULL DEFAULT 'pending'
                            CHECK (status IN ('pending', 'done', 'parked')),
   attempts         INTEGER NOT NULL DEFAULT 0,

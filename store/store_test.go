@@ -280,7 +280,7 @@ func TestGroupCommit(t *testing.T) {
 				<-start
 				in := intent(fmt.Sprintf("EvF%d", i), "r")
 				if i == 25 {
-					in.Rows[0].Payload = "{not json" // violates CHECK (json_valid(payload))
+					in.Rows[0].Effect = "" // violates CHECK (effect <> '')
 				}
 				_, errs[i] = s.RecordIntent(context.Background(), in)
 			}()
