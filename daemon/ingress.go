@@ -97,6 +97,9 @@ func (s *Server) slackHandler(endpoint string, h func(ctx context.Context, req r
 		if a.status >= 400 && len(a.body) == 0 {
 			http.Error(w, http.StatusText(a.status), a.status)
 		} else {
+			// With the length known, the Flush below sends the whole answer
+			// in one write instead of switching to chunked encoding.
+			w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
 			w.WriteHeader(a.status)
 			_, _ = w.Write(a.body)
 		}
