@@ -322,8 +322,13 @@ func outboxCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "last error\t%s\nresult\t%s\n", r.LastError, r.Result)
 				w.Flush()
 				fmt.Fprintln(g.stdout, "payload:")
-				var pretty any
+				var pretty map[string]any
 				if json.Unmarshal([]byte(r.Payload), &pretty) == nil {
+					// Slack's deprecated verification token rides in the
+					// stored request; an operator's screen does not need it.
+					if raw, ok := pretty["raw"].(map[string]any); ok && raw["token"] != nil {
+						raw["token"] = "(redacted)"
+					}
 					enc := json.NewEncoder(g.stdout)
 					enc.SetIndent("", "  ")
 					return enc.Encode(pretty)

@@ -1172,10 +1172,14 @@ url    = %q
 		regexp.MustCompile(`(?m)^last error\s+.*400`),
 		regexp.MustCompile(`(?m)^payload:$`),
 		regexp.MustCompile(regexp.QuoteMeta(hook.URL)),
+		regexp.MustCompile(`"token": "\(redacted\)"`),
 	} {
 		if !want.MatchString(show) {
 			t.Errorf("outbox show %s lacks %s:\n%s", older, want, show)
 		}
+	}
+	if strings.Contains(show, `"tok"`) {
+		t.Errorf("outbox show printed Slack's verification token:\n%s", show)
 	}
 	if r := procRun(t, procEnv(), "outbox", "show", "999999", "--db", db); r.Code == 0 || !strings.Contains(r.Stderr, "not found") {
 		t.Errorf("outbox show of a missing row: exit %d, stderr %q", r.Code, r.Stderr)

@@ -111,8 +111,10 @@ func (s *Sweeper) RunOnce(ctx context.Context) (Result, error) {
 func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 	token := NewToken()
 	// Taken before the claim, so never later than the expiry the store
-	// stamps: every effect of this batch must end by then.
-	leaseEnd := time.Now().Add(s.cfg.Lease)
+	// stamps: every effect of this batch must end by then. Wall clock, as
+	// the database stamps and compares leases (Round(0) drops the monotonic
+	// reading, which stops while a VM is suspended).
+	leaseEnd := s.store.Now().Round(0).Add(s.cfg.Lease)
 	rows, err := s.store.Claim(ctx, token, s.cfg.Batch, s.cfg.Lease)
 	if err != nil {
 		return Result{}, err
@@ -186,7 +188,7 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 		// row whose whole timeout no longer fits in what is left is not
 		// started: once the lease expires another sweep may claim it, and
 		// both would perform it at once. It comes back at expiry.
-		if time.Until(leaseEnd) < timeout {
+		if leaseEnd.Sub(s.store.Now().Round(0)) < timeout {
 			log.Warn("effect not started: too little of the lease is left after waiting in the batch; the row is retried when its lease expires (lease too short for batch/workers × timeout)",
 				"outcome", OutcomeAbandoned, "lease", s.cfg.Lease, "timeout", timeout)
 			return OutcomeAbandoned, nil
