@@ -1,15 +1,12 @@
 package daemon_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -122,54 +119,11 @@ func cmdWaitPosts(tb testing.TB, hook *fakeslack.Hook, n int) []fakeslack.Post {
 }
 
 // cmdLockDB holds SQLite's write lock on the database at path from a separate
-// sqlite3 process (BEGIN IMMEDIATE) until release is called or the test ends.
-// It skips the test when the sqlite3 CLI is not installed.
+// sqlite3 process (lockHold) until release is called or the test ends.
 func cmdLockDB(tb testing.TB, path string) (release func()) {
 	tb.Helper()
-	bin, err := exec.LookPath("sqlite3")
-	if err != nil {
-		tb.Skip("sqlite3 CLI not installed; it holds the write lock from another process")
-	}
-	cmd := exec.Command(bin, path)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	release = sync.OnceFunc(func() {
-		_, _ = io.WriteString(stdin, "ROLLBACK;\n")
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	})
-	tb.Cleanup(release)
-	// .timeout: wait out a write the daemon may be doing at this instant.
-	if _, err := io.WriteString(stdin, ".timeout 5000\nBEGIN IMMEDIATE;\nSELECT 'locked';\n"); err != nil {
-		tb.Fatal(err)
-	}
-	got := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		got <- strings.TrimSpace(line)
-	}()
-	select {
-	case line := <-got:
-		if line != "locked" {
-			_ = cmd.Process.Kill()
-			tb.Fatalf("sqlite3 did not take the write lock: stdout %q, stderr %q", line, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		tb.Fatalf("sqlite3 did not take the write lock within 10s: stderr %q", stderr.String())
-	}
-	return release
+	h := lockHold(tb, path)
+	return sync.OnceFunc(func() { h.Release(tb) })
 }
 
 // cmdWaitCommitterGaveUp waits until the store's committer has failed on the
