@@ -253,6 +253,12 @@ func (s *Store) Close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
+	for _, st := range []*sql.Stmt{s.st.savepoint, s.st.rollbackTo, s.st.release, s.st.receipt,
+		s.st.changes, s.st.outbox, s.st.claim, s.st.complete} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
 	// A clean close checkpoints the WAL into the main file.
 	errs = append(errs, s.w.Close())
 	return errors.Join(errs...)
