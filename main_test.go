@@ -311,6 +311,24 @@ func procWriteConfig(tb testing.TB, dir, name, toml string) string {
 	return path
 }
 
+// procLogAndForwardConfig writes a config with two app_mention routes: a
+// log route and a forward to url.
+func procLogAndForwardConfig(tb testing.TB, dir, url string) string {
+	tb.Helper()
+	return procWriteConfig(tb, dir, "ackd.toml", fmt.Sprintf(`
+[[route]]
+name   = "log"
+event  = "app_mention"
+effect = "log"
+
+[[route]]
+name   = "fwd"
+event  = "app_mention"
+effect = "forward"
+url    = %q
+`, url))
+}
+
 // procMention is a signed-ready Events API app_mention envelope.
 func procMention(eventID, text string) []byte {
 	const ts = "1700000000.000100"
@@ -863,18 +881,7 @@ func TestSQLiteCLIReadsViewsWhileServing(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "ackd.db")
 	hook := procNewHook(t, http.StatusBadRequest, false) // a 400 parks at once
-	cfg := procWriteConfig(t, dir, "ackd.toml", fmt.Sprintf(`
-[[route]]
-name   = "log"
-event  = "app_mention"
-effect = "log"
-
-[[route]]
-name   = "fwd"
-event  = "app_mention"
-effect = "forward"
-url    = %q
-`, hook.URL))
+	cfg := procLogAndForwardConfig(t, dir, hook.URL)
 	d := procServe(t, procServeOpts{Config: cfg, DB: db})
 	for i := range 4 {
 		d.mustPostEvent(procMention(fmt.Sprintf("EvView%d", i), "look"))
@@ -1095,18 +1102,7 @@ func TestStatusAndOutboxCommands(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "ackd.db")
 	hook := procNewHook(t, http.StatusBadRequest, false)
-	cfg := procWriteConfig(t, dir, "ackd.toml", fmt.Sprintf(`
-[[route]]
-name   = "log"
-event  = "app_mention"
-effect = "log"
-
-[[route]]
-name   = "fwd"
-event  = "app_mention"
-effect = "forward"
-url    = %q
-`, hook.URL))
+	cfg := procLogAndForwardConfig(t, dir, hook.URL)
 	d := procServe(t, procServeOpts{Config: cfg, DB: db})
 	d.mustPostEvent(procMention("EvOps1", "one"))
 	d.mustPostEvent(procMention("EvOps2", "two"))
