@@ -121,7 +121,7 @@ func benchCompareCmd(g *globals) *cobra.Command {
 				o.Load.Seed = time.Now().UnixNano()&(1<<62-1) | 1
 			}
 			o.Command = commandLine(os.Args)
-			o.OpenDB = func(ctx context.Context, cfgPath, dbPath string) (*store.Store, error) {
+			o.OpenDB = func(ctx context.Context, cfgPath, dbPath string) (store.Store, error) {
 				sg := &globals{config: cfgPath, db: dbPath, stdout: io.Discard, stderr: io.Discard}
 				st, _, err := sg.openStore(ctx)
 				return st, err

@@ -112,13 +112,13 @@ func (g *globals) logger() *slog.Logger {
 
 // openStore opens the configured database, which must exist: only migrate
 // (and serve) create one; the other commands refuse a path where there is none.
-func (g *globals) openStore(ctx context.Context) (*store.Store, daemon.Config, error) {
+func (g *globals) openStore(ctx context.Context) (store.Store, daemon.Config, error) {
 	return g.open(ctx, true)
 }
 
 // withStore opens the configured database (creating it only when create is
 // set), runs fn, closes the database, and reports both errors.
-func (g *globals) withStore(ctx context.Context, create bool, fn func(*store.Store, daemon.Config) error) error {
+func (g *globals) withStore(ctx context.Context, create bool, fn func(store.Store, daemon.Config) error) error {
 	st, cfg, err := g.open(ctx, !create)
 	if err != nil {
 		return err
@@ -126,14 +126,14 @@ func (g *globals) withStore(ctx context.Context, create bool, fn func(*store.Sto
 	return errors.Join(fn(st, cfg), st.Close())
 }
 
-func (g *globals) open(ctx context.Context, mustExist bool) (*store.Store, daemon.Config, error) {
+func (g *globals) open(ctx context.Context, mustExist bool) (store.Store, daemon.Config, error) {
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return nil, cfg, err
 	}
 	opts := cfg.StoreOptions(schema, nil)
 	opts.MustExist = mustExist
-	st, err := store.Open(ctx, cfg.DB, opts)
+	st, err := daemon.OpenStore(ctx, cfg.DB, opts)
 	return st, cfg, err
 }
 
@@ -199,7 +199,7 @@ func sweepCmd(g *globals) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return g.withStore(ctx, false, func(st *store.Store, cfg daemon.Config) error {
+			return g.withStore(ctx, false, func(st store.Store, cfg daemon.Config) error {
 				sec, err := secrets(false)
 				if err != nil {
 					return err
@@ -222,7 +222,7 @@ func migrateCmd(g *globals) *cobra.Command {
 		Short: "Create or upgrade the database schema (serve also does this at start)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withStore(cmd.Context(), true, func(st *store.Store, cfg daemon.Config) error {
+			return g.withStore(cmd.Context(), true, func(st store.Store, cfg daemon.Config) error {
 				v, err := st.SchemaVersion(cmd.Context())
 				if err != nil {
 					return err
@@ -241,7 +241,7 @@ func statusCmd(g *globals) *cobra.Command {
 		Short: "Outbox rows by status, receipts, and the oldest pending row's age",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withStore(cmd.Context(), false, func(st *store.Store, cfg daemon.Config) error {
+			return g.withStore(cmd.Context(), false, func(st store.Store, cfg daemon.Config) error {
 				s, err := st.Stats(cmd.Context())
 				if err != nil {
 					return err
@@ -277,7 +277,7 @@ func outboxCmd(g *globals) *cobra.Command {
 		Short: "List outbox rows, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withStore(cmd.Context(), false, func(st *store.Store, _ daemon.Config) error {
+			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
 				rows, err := st.List(cmd.Context(), status, limit)
 				if err != nil {
 					return err
@@ -304,7 +304,7 @@ func outboxCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("outbox show: %q is not a row id", args[0])
 			}
-			return g.withStore(cmd.Context(), false, func(st *store.Store, _ daemon.Config) error {
+			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
 				r, err := st.Get(cmd.Context(), id)
 				if err != nil {
 					return err
@@ -348,7 +348,7 @@ func outboxCmd(g *globals) *cobra.Command {
 			if allParked == (len(args) == 1) {
 				return errors.New("outbox retry: give one row ID or --all-parked")
 			}
-			return g.withStore(cmd.Context(), false, func(st *store.Store, _ daemon.Config) error {
+			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
 				if allParked {
 					n, err := st.RequeueParked(cmd.Context())
 					if err != nil {
@@ -388,7 +388,7 @@ func pruneCmd(g *globals) *cobra.Command {
 		Short: "Delete receipts and done rows older than the retention (pending and parked rows stay)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withStore(cmd.Context(), false, func(st *store.Store, cfg daemon.Config) error {
+			return g.withStore(cmd.Context(), false, func(st store.Store, cfg daemon.Config) error {
 				res, err := st.Prune(cmd.Context(), cfg.Retention.Receipts.Duration, cfg.Retention.Done.Duration, 1000)
 				if err != nil {
 					return fmt.Errorf("%w (deleted before the failure: receipts=%d done=%d)", err, res.Receipts, res.Done)

@@ -26,7 +26,7 @@ type metrics struct {
 	sweepErrors   prometheus.Counter
 }
 
-func newMetrics(st *store.Store) *metrics {
+func newMetrics(st store.Store) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		ackLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -100,7 +100,7 @@ func (m *metrics) Swept(took time.Duration, _ sweep.Result, err error) {
 
 // queueCollector reads the outbox counts from the database at scrape time:
 // two indexed queries on the read pool, bounded by a short deadline.
-type queueCollector struct{ st *store.Store }
+type queueCollector struct{ st store.Store }
 
 var (
 	rowsDesc = prometheus.NewDesc("ackd_outbox_rows",

@@ -56,7 +56,7 @@ type Server struct {
 	cfg     Config
 	opts    Options
 	log     *slog.Logger
-	store   *store.Store
+	store   store.Store
 	sweeper *sweep.Sweeper
 	verify  *Verifier
 	metrics *metrics
@@ -119,7 +119,7 @@ func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) swe
 // Open opens the database, binds the listener and starts the background
 // loops. On error everything opened so far is closed.
 func (s *Server) Open(ctx context.Context) (err error) {
-	st, err := store.Open(ctx, s.cfg.DB, s.cfg.StoreOptions(s.opts.Schema, s.opts.Now))
+	st, err := OpenStore(ctx, s.cfg.DB, s.cfg.StoreOptions(s.opts.Schema, s.opts.Now))
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func (s *Server) goLoop(fn func()) {
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Store is the server's database.
-func (s *Server) Store() *store.Store { return s.store }
+func (s *Server) Store() store.Store { return s.store }
 
 // Sweeper is the server's sweep.
 func (s *Server) Sweeper() *sweep.Sweeper { return s.sweeper }

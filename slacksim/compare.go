@@ -40,7 +40,7 @@ type CompareOptions struct {
 	Log     io.Writer    // progress; nil: none
 	// OpenDB opens a server's database for the check afterwards, with the
 	// server's config file (the caller owns the schema and store options).
-	OpenDB func(ctx context.Context, configPath, dbPath string) (*store.Store, error)
+	OpenDB func(ctx context.Context, configPath, dbPath string) (store.Store, error)
 }
 
 // compareServer is one of the three servers measured.

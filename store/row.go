@@ -30,7 +30,7 @@ type Row struct {
 type NewRow struct {
 	Key     string
 	Effect  string
-	Payload string // must be valid JSON (the schema checks it)
+	Payload string // JSON written by ackd (sweep.Payload); the sweep parks a row it cannot decode
 }
 
 // Intent is what an accepted Slack request commits before it is acked: one
@@ -40,4 +40,49 @@ type Intent struct {
 	EventID   string
 	EventType string
 	Rows      []NewRow
+}
+
+// FailKind says how Fail reschedules a row.
+type FailKind int
+
+const (
+	FailRetryable   FailKind = iota // spend an attempt, back off; park when attempts run out
+	FailPermanent                   // park now
+	FailRateLimited                 // retry at retryAfter, attempts unchanged
+)
+
+// FailResult is what Fail did.
+type FailResult struct {
+	Held          bool // false: the lease was lost and nothing was written
+	Status        string
+	Attempts      int
+	NextAttemptAt time.Time
+}
+
+// PruneResult counts what one Prune deleted.
+type PruneResult struct {
+	Receipts int64
+	Done     int64
+}
+
+// Queue is the cheap view of the outbox used by metrics, health and
+// sd_notify: rows by status and the age of the oldest pending row.
+type Queue struct {
+	Pending, Done, Parked int64
+	OldestPending         time.Duration // 0 when nothing is pending
+}
+
+// Stats adds what the status command shows.
+type Stats struct {
+	Queue
+	Receipts      int64
+	Leased        int64 // pending rows under an unexpired lease
+	SchemaVersion int
+}
+
+// EventCheck is what CheckEvents found for a list of event ids.
+type EventCheck struct {
+	Receipts int      // ids with a receipt
+	WithRows int      // ids with at least one outbox row keyed "{id}:…"
+	Missing  []string // ids without a receipt (first few)
 }

@@ -1,14 +1,26 @@
-// Package store owns ackd's SQLite file: opening it with the right pragmas,
-// migrating it from schema.sql, recording intents before the ack, and the
-// outbox lease protocol the sweep runs on.
+// Package store is ackd's storage contract: the one interface the rest of
+// ackd (daemon, sweep, the commands) uses, the row and result types it
+// speaks in, and the rules every engine must keep. Two engines implement it,
+// each in its own package, and both pass the shared contract suite in
+// store/storetest:
 //
-// Leases. A sweep claims rows with one UPDATE that stamps a random claim token
-// and a lease expiry on rows that are pending, due, and free (no lease, an
-// expired lease, or already ours). Only the holder of the token may move a row
-// on: Complete and Fail are fenced by "AND claim_token = ?", and a fence that
-// matches nothing is reported (ErrLeaseLost semantics: held == false), never
-// ignored. Nothing releases a lease early; a crashed sweep's rows come back
-// when their lease expires.
+//	store/           the contract (this package): Store, Row, Intent, errors, backoff
+//	store/sqlite/    the default: one file, WAL, one writer with group commit
+//	store/postgres/  several replicas on one PostgreSQL (pgx v5)
+//	store/storetest/ the contract suite every engine runs
+//
+// Receipts. RecordIntent commits a receipt keyed by event id (or operation
+// id) and the outbox rows it implies in ONE transaction, and the database
+// decides which delivery was first: INSERT … ON CONFLICT DO NOTHING and the
+// row count of that statement, never a read before the write.
+//
+// Leases. A sweep claims rows with one statement that stamps a random claim
+// token and a lease expiry on rows that are pending, due, and free (no lease,
+// an expired lease, or already ours). Only the holder of the token may move a
+// row on: Complete and Fail are fenced by "AND claim_token = ?", and a fence
+// that matches nothing is reported (held == false), never ignored. Nothing
+// releases a lease early; a crashed sweep's rows come back when their lease
+// expires.
 //
 //	          Claim(token)                 Complete(token)
 //	pending ───────────────▶ pending+lease ───────────────▶ done ──Prune──▶ (gone)
@@ -16,45 +28,105 @@
 //	   │  └── lease expires ─────┘  │ Fail(token): retryable → pending, later
 //	   │                            │              rate limited → pending, at Retry-After
 //	   └── Requeue (operator) ◀── parked ◀──────── permanent, or attempts exhausted
-//
-// Writes go through one writer connection with BEGIN IMMEDIATE; intents that
-// arrive together are group-committed in one transaction (see RecordIntent).
-// Reads for inspection and metrics use a separate read-only pool. Other
-// processes (a hand-run `ackd sweep --once`) share the file through WAL and
-// busy_timeout.
 package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
+
+// Store is what ackd needs from a database. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// RecordIntent commits in.EventID's receipt and in.Rows in one
+	// transaction and reports whether this call was the first delivery. It
+	// returns only after the commit (or its failure). If ctx ends before the
+	// intent reached a transaction, nothing is ever written.
+	RecordIntent(ctx context.Context, in Intent) (first bool, err error)
+
+	// Claim leases up to limit due, free rows (and the rows token already
+	// holds) to token until now+lease, in one statement, and returns every
+	// row token holds, in id order. A non-nil filter restricts the claim to
+	// rows whose effect it accepts (see ClaimFilter).
+	Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *ClaimFilter) ([]Row, error)
+	// Complete marks row id done if token still holds it, storing result and
+	// enqueueing followUps in the same transaction. held == false: the lease
+	// was lost, nothing was written.
+	Complete(ctx context.Context, id int64, token, result string, followUps []NewRow) (held bool, err error)
+	// Fail records a failed attempt if token still holds the row.
+	Fail(ctx context.Context, id int64, token string, kind FailKind, msg string, retryAfter time.Duration) (FailResult, error)
+
+	Get(ctx context.Context, id int64) (Row, error)
+	GetByKey(ctx context.Context, key string) (Row, error)
+	List(ctx context.Context, status string, limit int) ([]Row, error)
+	// Requeue puts one parked row back to pending with a fresh attempt
+	// budget, due now; ErrNotFound if no parked row has that id.
+	Requeue(ctx context.Context, id int64) error
+	RequeueParked(ctx context.Context) (int64, error)
+
+	// Prune deletes receipts older than receipts and done rows completed
+	// more than done ago, in bounded batches. Pending and parked rows are
+	// never pruned.
+	Prune(ctx context.Context, receipts, done time.Duration, batch int) (PruneResult, error)
+
+	Queue(ctx context.Context) (Queue, error)
+	Stats(ctx context.Context) (Stats, error)
+	HasReceipt(ctx context.Context, eventID string) (bool, error)
+	// CheckEvents verifies, after a load test, that acked ids have their
+	// receipt and rows.
+	CheckEvents(ctx context.Context, ids []string) (EventCheck, error)
+	// CheckWrite commits a real write: the health check.
+	CheckWrite(ctx context.Context) error
+	SchemaVersion(ctx context.Context) (int, error)
+	// BusyErrors counts lock-contention errors seen (a metric).
+	BusyErrors() int64
+
+	// Now is the clock the store stamps rows with.
+	Now() time.Time
+	// Engine names the engine ("sqlite", "postgres"); Location says where
+	// the data is (a file path, or a URL without its password).
+	Engine() string
+	Location() string
+	Close() error
+}
+
+// ClaimFilter restricts a claim to rows a process can perform. A sweep
+// that lacks a credential some effects need (a hand-run `ackd sweep --once`
+// without SLACK_BOT_TOKEN) leaves those rows alone instead of parking them.
+type ClaimFilter struct {
+	// Effects, when non-nil, lists the effects that may be claimed.
+	Effects []string
+}
 
 // Sentinel errors callers branch on.
 var (
 	ErrNotFound = errors.New("outbox row not found")
 	ErrClosed   = errors.New("store is closed")
+	// ErrBusy: another connection or process holds the write lock.
+	ErrBusy = errors.New("database busy")
+	// ErrReadOnly: the database refuses writes.
+	ErrReadOnly = errors.New("database is read-only")
+	// ErrUnavailable: the database cannot be reached (server down, disk gone).
+	ErrUnavailable = errors.New("database unavailable")
 )
 
-// Options tune a Store. The zero value is the production default.
+// IsBusy reports whether err is lock contention (ErrBusy).
+func IsBusy(err error) bool { return errors.Is(err, ErrBusy) }
+
+// IsReadOnly reports whether err is a refused write (ErrReadOnly).
+func IsReadOnly(err error) bool { return errors.Is(err, ErrReadOnly) }
+
+// Options tune a Store. The zero value (plus Schema) is the production default.
 type Options struct {
-	// Synchronous is "FULL" (default: an ack survives power loss) or
-	// "NORMAL" (an ack survives a process crash only).
+	// Synchronous (SQLite) is "FULL" (default: an ack survives power loss)
+	// or "NORMAL" (an ack survives a process crash only).
 	Synchronous string
-	// BusyTimeout is how long a statement waits for another connection's
-	// write lock (default 5s).
+	// BusyTimeout (SQLite) is how long a statement waits for another
+	// connection's write lock (default 5s).
 	BusyTimeout time.Duration
 	// Now is the clock; tests move it. Default time.Now.
 	Now func() time.Time
@@ -65,23 +137,25 @@ type Options struct {
 	// jittered into [d/2, d].
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
-	// Schema is the text of schema.sql (the binary embeds it).
+	// Schema is the engine's schema text (the binary embeds schema.sql and
+	// schema.postgres.sql).
 	Schema string
-	// MaxBatch caps how many intents one group commit carries (default 256).
+	// MaxBatch caps how many ops one group commit carries (default 256).
 	MaxBatch int
-	// MustExist refuses to create a missing database file (inspection
-	// commands must not leave an empty database behind a mistyped path).
+	// MustExist refuses to create a missing database (inspection commands
+	// must not leave an empty database behind a mistyped path).
 	MustExist bool
 }
 
-func (o *Options) setDefaults() error {
+// WithDefaults validates o and fills in the defaults.
+func (o Options) WithDefaults() (Options, error) {
 	switch strings.ToUpper(o.Synchronous) {
 	case "":
 		o.Synchronous = "FULL"
 	case "FULL", "NORMAL":
 		o.Synchronous = strings.ToUpper(o.Synchronous)
 	default:
-		return fmt.Errorf("synchronous must be FULL or NORMAL, not %q", o.Synchronous)
+		return o, fmt.Errorf("synchronous must be FULL or NORMAL, not %q", o.Synchronous)
 	}
 	if o.BusyTimeout <= 0 {
 		o.BusyTimeout = 5 * time.Second
@@ -105,253 +179,42 @@ func (o *Options) setDefaults() error {
 		o.MaxBatch = 256
 	}
 	if o.Schema == "" {
-		return errors.New("no schema given")
+		return o, errors.New("no schema given")
 	}
-	return nil
+	return o, nil
 }
 
-// Store is an open ackd database.
-type Store struct {
-	path string
-	opts Options
-	w    *sql.DB // exactly one connection: every write, BEGIN IMMEDIATE
-	r    *sql.DB // read-only pool for inspection and metrics
-
-	st     stmts    // prepared on the writer connection
-	ops    chan *op // group commit queue (group.go)
-	wg     sync.WaitGroup
-	mu     sync.RWMutex // guards closed against sends on ops
-	closed bool
-
-	busy atomic.Int64 // SQLITE_BUSY / SQLITE_LOCKED errors seen
-}
-
-// Open opens (creating if needed) the database at path and migrates it.
-// Every error names the path.
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
-	s, err := open(ctx, path, opts)
-	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", path, err)
-	}
-	return s, nil
-}
-
-func open(ctx context.Context, path string, opts Options) (*Store, error) {
-	if err := opts.setDefaults(); err != nil {
-		return nil, err
-	}
-	if path == "" {
-		return nil, errors.New("empty path")
-	}
-	if dir := filepath.Dir(path); dir != "" {
-		st, err := os.Stat(dir)
-		if err != nil {
-			return nil, fmt.Errorf("directory %s: %w", dir, errors.Unwrap(err))
-		}
-		if !st.IsDir() {
-			return nil, fmt.Errorf("%s is not a directory", dir)
-		}
-	}
-	if opts.MustExist {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, errors.New("no database file here (ackd serve or ackd migrate creates it)")
-		}
-	}
-	// Create the file ourselves so it is 0600 whatever the umask; SQLite
-	// gives the -wal and -shm files the database file's permissions.
-	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
-		f.Close()
-	} else if !errors.Is(err, os.ErrExist) {
-		return nil, errors.Unwrap(err)
-	}
-
-	w, err := sql.Open("sqlite", dsn(path, opts, false))
-	if err != nil {
-		return nil, err
-	}
-	// One writer connection: SQLite has one write lock per file anyway, and a
-	// single connection lets group commit batch intents without contention.
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
-
-	s := &Store{path: path, opts: opts, w: w, ops: make(chan *op, 4096)}
-	if err := s.migrate(ctx); err != nil {
-		w.Close()
-		return nil, sqliteReason(err)
-	}
-	if err := s.prepare(ctx); err != nil {
-		w.Close()
-		return nil, sqliteReason(err)
-	}
-
-	r, err := sql.Open("sqlite", dsn(path, opts, true))
-	if err != nil {
-		w.Close()
-		return nil, err
-	}
-	r.SetMaxOpenConns(4)
-	r.SetMaxIdleConns(4)
-	s.r = r
-
-	s.wg.Add(1)
-	go s.committer()
-	return s, nil
-}
-
-// dsn builds the modernc DSN. Each pragma runs on every new connection:
-//   - busy_timeout: wait for another process's write lock instead of failing
-//     at once (the daemon and `ackd sweep --once` share the file);
-//   - journal_mode=WAL: readers (sqlite3 CLI, metrics) never block the writer;
-//   - synchronous: FULL fsyncs every commit (an ack survives power loss),
-//     NORMAL only at checkpoints (an ack survives a process crash);
-//   - foreign_keys: on, as SQLite should have defaulted to;
-//   - _txlock=immediate: database/sql's BEGIN becomes BEGIN IMMEDIATE, so a
-//     write transaction takes the write lock up front and never fails midway
-//     upgrading a read lock;
-//   - query_only on the read pool: inspection can never write by mistake.
-func dsn(path string, o Options, readOnly bool) string {
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous("+o.Synchronous+")")
-	q.Add("_pragma", "foreign_keys(1)")
-	if readOnly {
-		q.Add("_pragma", "query_only(1)")
-	} else {
-		q.Set("_txlock", "immediate")
-	}
-	return path + "?" + q.Encode()
-}
-
-// Path is the database file's path.
-func (s *Store) Path() string { return s.path }
-
-// Now is the store's clock.
-func (s *Store) Now() time.Time { return s.opts.Now() }
-
-// Options returns the effective options.
-func (s *Store) Options() Options { return s.opts }
-
-// BusyErrors counts SQLITE_BUSY and SQLITE_LOCKED errors seen so far.
-func (s *Store) BusyErrors() int64 { return s.busy.Load() }
-
-// Close stops the group committer after it has answered every queued intent,
-// then closes both pools. It reports every error.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	close(s.ops)
-	s.mu.Unlock()
-	s.wg.Wait()
-	var errs []error
-	if s.r != nil {
-		errs = append(errs, s.r.Close())
-	}
-	for _, st := range []*sql.Stmt{s.st.savepoint, s.st.rollbackTo, s.st.release, s.st.receipt,
-		s.st.changes, s.st.outbox, s.st.claim, s.st.complete} {
-		if st != nil {
-			errs = append(errs, st.Close())
-		}
-	}
-	// A clean close checkpoints the WAL into the main file.
-	errs = append(errs, s.w.Close())
-	return errors.Join(errs...)
-}
-
-// inTx runs fn in one BEGIN IMMEDIATE transaction on the writer connection,
-// rolling back on error and on panic.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return s.note(fmt.Errorf("begin: %w", err))
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			_ = tx.Rollback()
-			panic(p)
-		}
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if err = fn(tx); err != nil {
-		return s.note(err)
-	}
-	if err = tx.Commit(); err != nil {
-		return s.note(fmt.Errorf("commit: %w", err))
-	}
-	return nil
-}
-
-// note counts busy/locked errors and names the file in read-only errors
-// (the driver's message does not say which database it means).
-func (s *Store) note(err error) error {
-	if IsBusy(err) {
-		s.busy.Add(1)
-	}
-	if IsReadOnly(err) {
-		return fmt.Errorf("database %s is read-only: %w", s.path, err)
-	}
-	return err
-}
-
-// IsBusy reports whether err is SQLite's "database is locked/busy".
-func IsBusy(err error) bool {
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return true
-		}
-	}
-	return false
-}
-
-// IsReadOnly reports whether err is SQLite's "attempt to write a readonly database".
-func IsReadOnly(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY
-}
-
-// sqliteReason turns driver errors into one readable line.
-func sqliteReason(err error) error {
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_NOTADB:
-			return fmt.Errorf("not an SQLite database: %w", err)
-		case sqlite3.SQLITE_READONLY:
-			return fmt.Errorf("database is read-only: %w", err)
-		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM:
-			return fmt.Errorf("cannot open the file: %w", err)
-		}
-	}
-	return err
-}
-
-func ms(t time.Time) int64 { return t.UnixMilli() }
-
-func fromMS(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.UnixMilli(v.Int64)
-}
-
-// backoff is the delay before attempt n+1 after n failed attempts:
+// Backoff is the delay before attempt n+1 after n failed attempts:
 // base·2^(n-1) capped at max, jittered into [d/2, d].
-func (s *Store) backoff(n int) time.Duration {
-	d := s.opts.BackoffBase
-	for i := 1; i < n && d < s.opts.BackoffMax; i++ {
+func (o Options) Backoff(n int) time.Duration {
+	d := o.BackoffBase
+	for i := 1; i < n && d < o.BackoffMax; i++ {
 		d *= 2
 	}
-	d = min(d, s.opts.BackoffMax)
+	d = min(d, o.BackoffMax)
 	half := d / 2
 	return half + rand.N(d-half+1)
+}
+
+// RetryAfter is when a rate-limited row is due again: Retry-After, at least
+// a second, never past the longest backoff (a bogus value must not hold a
+// row beyond an operator's notice).
+func (o Options) RetryAfter(d time.Duration) time.Duration {
+	return min(max(d, time.Second), o.BackoffMax)
+}
+
+// Next decides what a failed attempt does to a row that has had attempts
+// failed attempts before this one: its new status, attempt count and due time.
+func (o Options) Next(kind FailKind, attempts int, now time.Time, retryAfter time.Duration) FailResult {
+	out := FailResult{Held: true, Status: StatusPending, Attempts: attempts + 1, NextAttemptAt: now}
+	switch {
+	case kind == FailRateLimited:
+		out.Attempts = attempts
+		out.NextAttemptAt = now.Add(o.RetryAfter(retryAfter))
+	case kind == FailPermanent || attempts+1 >= o.MaxAttempts:
+		out.Status = StatusParked
+	default:
+		out.NextAttemptAt = now.Add(o.Backoff(attempts + 1))
+	}
+	return out
 }

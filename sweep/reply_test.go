@@ -30,7 +30,7 @@ const (
 // to a fake Slack, and a team handler that answers every forward {"text":"hi"}.
 type replyFixture struct {
 	clock *clock
-	st    *store.Store
+	st    store.Store
 	slack *fakeslack.Server
 	hook  *fakeslack.Hook
 	reg   sweep.Registry
@@ -101,7 +101,7 @@ func (f *replyFixture) perform(t *testing.T, row store.Row) sweep.Outcome {
 // claimOne claims with token and fails unless it gets exactly the forward row.
 func (f *replyFixture) claimOne(t *testing.T, token string) store.Row {
 	t.Helper()
-	rows, err := f.st.Claim(context.Background(), token, 10, replyLease)
+	rows, err := f.st.Claim(context.Background(), token, 10, replyLease, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestForwardReplyAtLeastOnce(t *testing.T) {
 		slow := sweep.Registry{"forward": sweep.PerformerFunc(func(ctx context.Context, job sweep.Job) (sweep.Outcome, error) {
 			out, err := f.reg["forward"].Perform(ctx, job)
 			f.clock.Advance(replyLease + time.Second)
-			taken, takenErr = f.st.Claim(ctx, "takeover", 10, replyLease)
+			taken, takenErr = f.st.Claim(ctx, "takeover", 10, replyLease, nil)
 			return out, err
 		})}
 		sink := &logSink{}

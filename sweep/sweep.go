@@ -76,7 +76,7 @@ func (r Result) String() string {
 
 // Sweeper runs sweeps over one store.
 type Sweeper struct {
-	store *store.Store
+	store store.Store
 	reg   Registry
 	cfg   Config
 	log   *slog.Logger
@@ -84,7 +84,7 @@ type Sweeper struct {
 }
 
 // New returns a Sweeper. obs may be nil.
-func New(st *store.Store, reg Registry, cfg Config, log *slog.Logger, obs Observer) *Sweeper {
+func New(st store.Store, reg Registry, cfg Config, log *slog.Logger, obs Observer) *Sweeper {
 	cfg.setDefaults()
 	return &Sweeper{store: st, reg: reg, cfg: cfg, log: log.With("component", "sweep"), obs: obs}
 }
@@ -115,7 +115,7 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 	// the database stamps and compares leases (Round(0) drops the monotonic
 	// reading, which stops while a VM is suspended).
 	leaseEnd := s.store.Now().Round(0).Add(s.cfg.Lease)
-	rows, err := s.store.Claim(ctx, token, s.cfg.Batch, s.cfg.Lease)
+	rows, err := s.store.Claim(ctx, token, s.cfg.Batch, s.cfg.Lease, nil)
 	if err != nil {
 		return Result{}, err
 	}

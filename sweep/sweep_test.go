@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/store/sqlite"
 	"github.com/ackd/ackd/sweep"
 )
 
@@ -29,13 +30,13 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func openStore(t *testing.T, now func() time.Time) *store.Store {
+func openStore(t *testing.T, now func() time.Time) store.Store {
 	t.Helper()
 	sch, err := os.ReadFile("../schema.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "ackd.db"),
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ackd.db"),
 		store.Options{Schema: string(sch), Now: now, BackoffBase: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func openStore(t *testing.T, now func() time.Time) *store.Store {
 	return s
 }
 
-func enqueue(t *testing.T, s *store.Store, n int, effect string) {
+func enqueue(t *testing.T, s store.Store, n int, effect string) {
 	t.Helper()
 	for i := range n {
 		p, _ := sweep.Payload{Route: "r", Source: sweep.SourceEvent}.Encode()
@@ -190,7 +191,7 @@ func TestRunOnce(t *testing.T) {
 				// While the first attempt is still running, its lease expires
 				// and another sweep takes the row over.
 				c.Advance(2 * time.Minute)
-				if rows, err := s.Claim(ctx, "other", 10, time.Minute); err != nil || len(rows) != 1 {
+				if rows, err := s.Claim(ctx, "other", 10, time.Minute, nil); err != nil || len(rows) != 1 {
 					t.Errorf("takeover claim: %v %v", rows, err)
 				}
 			}

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func (s *Store) RecordIntent(ctx context.Context, in Intent) (first bool, err er
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("record intent %s: %w", in.EventID, err)
+		return false, fmt.Errorf("record intent %s: %w", in.EventID, classify(err))
 	}
 	return verdict, nil
 }

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/store/sqlite"
 	_ "modernc.org/sqlite"
 )
 
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 
 func schema(tb testing.TB) string {
 	tb.Helper()
-	b, err := os.ReadFile("../schema.sql")
+	b, err := os.ReadFile("../../schema.sql")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -54,12 +55,12 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func mustOpen(tb testing.TB, path string, opts store.Options) *store.Store {
+func mustOpen(tb testing.TB, path string, opts store.Options) *sqlite.Store {
 	tb.Helper()
 	if opts.Schema == "" {
 		opts.Schema = schema(tb)
 	}
-	s, err := store.Open(context.Background(), path, opts)
+	s, err := sqlite.Open(context.Background(), path, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func mustOpen(tb testing.TB, path string, opts store.Options) *store.Store {
 	return s
 }
 
-func newStore(tb testing.TB, c *clock) (*store.Store, string) {
+func newStore(tb testing.TB, c *clock) (*sqlite.Store, string) {
 	tb.Helper()
 	path := filepath.Join(tb.TempDir(), "ackd.db")
 	opts := store.Options{}
@@ -111,7 +112,7 @@ func intent(eventID string, routes ...string) store.Intent {
 	return in
 }
 
-func mustRecord(tb testing.TB, s *store.Store, in store.Intent) bool {
+func mustRecord(tb testing.TB, s *sqlite.Store, in store.Intent) bool {
 	tb.Helper()
 	first, err := s.RecordIntent(context.Background(), in)
 	if err != nil {
@@ -120,9 +121,9 @@ func mustRecord(tb testing.TB, s *store.Store, in store.Intent) bool {
 	return first
 }
 
-func mustClaim(tb testing.TB, s *store.Store, token string, limit int, lease time.Duration) []store.Row {
+func mustClaim(tb testing.TB, s *sqlite.Store, token string, limit int, lease time.Duration) []store.Row {
 	tb.Helper()
-	rows, err := s.Claim(context.Background(), token, limit, lease)
+	rows, err := s.Claim(context.Background(), token, limit, lease, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -377,7 +378,7 @@ func TestClaim(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for round := 0; ; round++ {
-					rows, err := s.Claim(context.Background(), fmt.Sprintf("T%d-%d", w, round), 5, time.Hour)
+					rows, err := s.Claim(context.Background(), fmt.Sprintf("T%d-%d", w, round), 5, time.Hour, nil)
 					if err != nil {
 						t.Error(err)
 						return
@@ -463,7 +464,7 @@ func TestFence(t *testing.T) {
 
 func TestFail(t *testing.T) {
 	ctx := context.Background()
-	claimOne := func(t *testing.T, s *store.Store, tok string) store.Row {
+	claimOne := func(t *testing.T, s *sqlite.Store, tok string) store.Row {
 		t.Helper()
 		rows := mustClaim(t, s, tok, 1, time.Minute)
 		if len(rows) != 1 {
@@ -628,7 +629,7 @@ func TestMigrate(t *testing.T) {
 	t.Run("reopening applies nothing twice and keeps rows; a new section is applied", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "ackd.db")
 		sch := schema(t)
-		s, err := store.Open(context.Background(), path, store.Options{Schema: sch})
+		s, err := sqlite.Open(context.Background(), path, store.Options{Schema: sch})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -650,7 +651,7 @@ func TestMigrate(t *testing.T) {
 		next := schema(t) + "\n-- migrate: 2\nSELECT 1;\n"
 		s := mustOpen(t, path, store.Options{Schema: next})
 		s.Close()
-		_, err := store.Open(context.Background(), path, store.Options{Schema: schema(t)})
+		_, err := sqlite.Open(context.Background(), path, store.Options{Schema: schema(t)})
 		if err == nil || !strings.Contains(err.Error(), "newer than this ackd") {
 			t.Fatalf("err = %v", err)
 		}
@@ -669,7 +670,7 @@ func TestOpenBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := store.Open(context.Background(), tc.path, store.Options{Schema: schema(t)})
+			_, err := sqlite.Open(context.Background(), tc.path, store.Options{Schema: schema(t)})
 			if err == nil {
 				t.Fatal("opened")
 			}
@@ -708,7 +709,7 @@ func child(mode string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	s, err := store.Open(context.Background(), path, store.Options{Schema: string(sch), BusyTimeout: 30 * time.Second})
+	s, err := sqlite.Open(context.Background(), path, store.Options{Schema: string(sch), BusyTimeout: 30 * time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -732,7 +733,7 @@ func child(mode string) int {
 		tok := os.Getenv("ACKD_TOKEN")
 		var got []string
 		for {
-			rows, err := s.Claim(context.Background(), tok, 3, time.Hour)
+			rows, err := s.Claim(context.Background(), tok, 3, time.Hour, nil)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 2
@@ -758,7 +759,7 @@ func child(mode string) int {
 func runChildren(t *testing.T, mode, path string, n int) []string {
 	t.Helper()
 	startFile := filepath.Join(t.TempDir(), "go")
-	schemaPath, _ := filepath.Abs("../schema.sql")
+	schemaPath, _ := filepath.Abs("../../schema.sql")
 	outs := make([]strings.Builder, n)
 	cmds := make([]*exec.Cmd, n)
 	for i := range n {

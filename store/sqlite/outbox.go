@@ -1,13 +1,16 @@
-package store
+package sqlite
 
 import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/ackd/ackd/store"
 )
 
 const rowColumns = `id, idempotency_key, effect, payload, status, attempts, claim_token,
@@ -43,17 +46,25 @@ func scanRow(sc scanner) (Row, error) {
 // makes one token hold more than limit rows. Free rows are taken in due
 // order (next_attempt_at, id) straight off the outbox_claimable index, so a
 // claim reads about limit rows however long the backlog is.
-func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.Duration) ([]Row, error) {
+func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *store.ClaimFilter) ([]Row, error) {
 	if token == "" {
 		return nil, errors.New("claim: empty token")
 	}
 	if limit <= 0 || lease <= 0 {
 		return nil, fmt.Errorf("claim: limit %d and lease %s must be positive", limit, lease)
 	}
+	var effects any // NULL: every effect
+	if filter != nil && filter.Effects != nil {
+		b, err := json.Marshal(filter.Effects)
+		if err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		effects = string(b)
+	}
 	var rows []Row
 	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
 		rows = rows[:0]
-		res, err := tx.StmtContext(ctx, s.st.claim).QueryContext(ctx, token, now+lease.Milliseconds(), now, limit)
+		res, err := tx.StmtContext(ctx, s.st.claim).QueryContext(ctx, token, now+lease.Milliseconds(), now, limit, effects)
 		if err != nil {
 			return err
 		}
@@ -68,7 +79,7 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 		return res.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim outbox: %w", err)
+		return nil, fmt.Errorf("claim outbox: %w", classify(err))
 	}
 	slices.SortFunc(rows, func(a, b Row) int { return cmp.Compare(a.ID, b.ID) })
 	return rows, nil
@@ -99,26 +110,9 @@ func (s *Store) Complete(ctx context.Context, id int64, token, result string, fo
 		return s.insertRows(ctx, tx, followUps, now)
 	})
 	if err != nil {
-		return false, fmt.Errorf("complete outbox row %d: %w", id, err)
+		return false, fmt.Errorf("complete outbox row %d: %w", id, classify(err))
 	}
 	return held, nil
-}
-
-// FailKind says how Fail reschedules a row.
-type FailKind int
-
-const (
-	FailRetryable   FailKind = iota // spend an attempt, back off; park when attempts run out
-	FailPermanent                   // park now
-	FailRateLimited                 // retry at retryAfter, attempts unchanged
-)
-
-// FailResult is what Fail did.
-type FailResult struct {
-	Held          bool // false: the lease was lost and nothing was written
-	Status        string
-	Attempts      int
-	NextAttemptAt time.Time
 }
 
 // Fail records a failed attempt if token still holds the row: it keeps msg
@@ -139,19 +133,7 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind FailKind,
 		if err != nil {
 			return err
 		}
-		out.Held = true
-		out.Status, out.Attempts, out.NextAttemptAt = StatusPending, attempts+1, now
-		switch {
-		case kind == FailRateLimited:
-			out.Attempts = attempts
-			// Honour Retry-After, but never past the longest backoff: a
-			// bogus value must not hold a row beyond an operator's notice.
-			out.NextAttemptAt = now.Add(min(max(retryAfter, time.Second), s.opts.BackoffMax))
-		case kind == FailPermanent || attempts+1 >= s.opts.MaxAttempts:
-			out.Status = StatusParked
-		default:
-			out.NextAttemptAt = now.Add(s.backoff(attempts + 1))
-		}
+		out = s.opts.Next(kind, attempts, now, retryAfter)
 		// Still inside BEGIN IMMEDIATE: nobody can have moved the row since
 		// the read above, and the fence is repeated anyway.
 		_, err = tx.ExecContext(ctx,
@@ -163,7 +145,7 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind FailKind,
 		return err
 	})
 	if err != nil {
-		return FailResult{}, fmt.Errorf("fail outbox row %d: %w", id, err)
+		return FailResult{}, fmt.Errorf("fail outbox row %d: %w", id, classify(err))
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -6,12 +6,6 @@ import (
 	"fmt"
 	"time"
 )
-
-// PruneResult counts what one Prune deleted.
-type PruneResult struct {
-	Receipts int64
-	Done     int64
-}
 
 // Prune deletes receipts received more than receipts ago and done rows
 // completed more than done ago, in batches of at most batch rows, each batch

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // BenchmarkRecordIntent measures the durable pre-ack write: one receipt and
 // one outbox row per event, concurrent callers group-committed.
 //
-//	go test -run '^$' -bench RecordIntent -benchtime 3s ./store/
+//	go test -run '^$' -bench RecordIntent -benchtime 3s ./store/sqlite/
 func BenchmarkRecordIntent(b *testing.B) {
 	for _, sync := range []string{"FULL", "NORMAL"} {
 		for _, par := range []int{1, 64} {
@@ -44,7 +44,7 @@ func BenchmarkRecordIntent(b *testing.B) {
 // BenchmarkClaimComplete measures outbox throughput: claim a batch of 25,
 // complete each row fenced by the token.
 //
-//	go test -run '^$' -bench ClaimComplete -benchtime 3s ./store/
+//	go test -run '^$' -bench ClaimComplete -benchtime 3s ./store/sqlite/
 func BenchmarkClaimComplete(b *testing.B) {
 	s := mustOpen(b, filepath.Join(b.TempDir(), "ackd.db"), store.Options{})
 	ctx := context.Background()
@@ -57,7 +57,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	b.ResetTimer()
 	done := 0
 	for done < b.N {
-		rows, err := s.Claim(ctx, fmt.Sprint("T", done), 25, time.Minute)
+		rows, err := s.Claim(ctx, fmt.Sprint("T", done), 25, time.Minute, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

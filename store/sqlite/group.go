@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"cmp"
@@ -66,7 +66,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		complete: p(`UPDATE outbox
 		                SET status = 'done', completed_at = ?, result = ?, claim_expires_at = NULL
 		              WHERE id = ? AND claim_token = ? AND status = 'pending'`),
-		// ?1 token, ?2 lease expiry, ?3 now, ?4 limit. See Claim.
+		// ?1 token, ?2 lease expiry, ?3 now, ?4 limit, ?5 the effects a
+		// claim may take as a JSON array, or NULL for every effect. See Claim.
 		claim: p(`UPDATE outbox
 		             SET claim_token = ?1, claim_expires_at = ?2
 		           WHERE id IN (
@@ -79,6 +80,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		                                WHERE status = 'pending' AND next_attempt_at <= ?3
 		                                  AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= ?3)
 		                                  AND claim_token IS NOT ?1
+		                                  AND (?5 IS NULL OR effect IN (SELECT value FROM json_each(?5)))
 		                                ORDER BY next_attempt_at, id
 		                                LIMIT ?4))
 		                  ORDER BY theirs, due, id

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -6,21 +6,6 @@ import (
 	"fmt"
 	"time"
 )
-
-// Queue is the cheap view of the outbox used by metrics, health and
-// sd_notify: rows by status and the age of the oldest pending row.
-type Queue struct {
-	Pending, Done, Parked int64
-	OldestPending         time.Duration // 0 when nothing is pending
-}
-
-// Stats adds what the status command shows.
-type Stats struct {
-	Queue
-	Receipts      int64
-	Leased        int64 // pending rows under an unexpired lease
-	SchemaVersion int
-}
 
 // Queue counts outbox rows by status (from the status index) and measures
 // the oldest pending row.
@@ -112,13 +97,6 @@ func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
 	var v string
 	err := s.r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&v)
 	return v, err
-}
-
-// EventCheck is what CheckEvents found for a list of event ids.
-type EventCheck struct {
-	Receipts int      // ids with a receipt
-	WithRows int      // ids with at least one outbox row keyed "{id}:…"
-	Missing  []string // ids without a receipt (first few)
 }
 
 // CheckEvents verifies, after a load test, that every acked event id has a
