@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ackd/ackd/store"
@@ -49,6 +50,9 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// HTTPClient is used by the forward and respond effects (default: plain).
 	HTTPClient *http.Client
+	// BodyBudget bounds the bytes of Slack request bodies held at once
+	// (default DefaultBodyBudget); see bodyBudget.
+	BodyBudget int64
 }
 
 // Server is a running ackd.
@@ -59,6 +63,7 @@ type Server struct {
 	store   store.Store
 	sweeper *sweep.Sweeper
 	verify  *Verifier
+	bodies  *bodyBudget
 	metrics *metrics
 
 	ln   net.Listener
@@ -93,7 +98,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
 	return &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
-		verify: NewVerifier(opts.Secrets.SigningSecret, opts.Now), kick: make(chan struct{}, 1)}, nil
+		verify: NewVerifier(opts.Secrets.SigningSecret, opts.Now), bodies: newBodyBudget(opts.BodyBudget),
+		kick: make(chan struct{}, 1)}, nil
 }
 
 // StoreOptions maps the configuration onto the store's options.
@@ -130,6 +136,10 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		}
 	}()
 	s.metrics = newMetrics(st)
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ackd_request_body_bytes_held",
+		Help: "Bytes of the request body budget reserved by Slack requests being read or answered now.",
+	}, func() float64 { return float64(s.bodies.held.Load()) }))
 	reg := sweep.Effects(s.cfg.EffectConfig(s.opts.Secrets, s.opts.Logger, s.opts.HTTPClient))
 	s.sweeper = sweep.New(st, reg, s.cfg.SweepConfig(), s.opts.Logger, s.metrics)
 
