@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// procVmHWM is the peak resident set of process pid, in bytes, from
+// /proc/pid/status.
+func procVmHWM(tb testing.TB, pid int) int64 {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				tb.Fatalf("VmHWM %q: %v", v, err)
+			}
+			return kb << 10
+		}
+	}
+	tb.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
+}
+
+// slowBodyLimit is the peak RSS the daemon may reach under the slow-body
+// flood below. Before bodies were bounded the same flood pinned a megabyte
+// per connection (600 connections: well over 600 MiB); bounded, the bodies
+// can hold at most the 16 MiB budget, and the rest is the Go runtime, SQLite
+// and a few KiB per connection. 160 MiB leaves room for a noisy machine
+// without coming near the unbounded figure.
+const slowBodyLimit = 160 << 20
+
+// A flood of request bodies that never complete — unsigned ones, and ones
+// with Slack's header shape and a fresh timestamp but a wrong signature —
+// keeps the real ackd's memory bounded, and signed events sent meanwhile are
+// still acked with their receipts on disk.
+func TestProcSlowBodiesStayBounded(t *testing.T) {
+	t.Parallel()
+	// Each stalled connection costs this process one descriptor (the daemon
+	// is another process with its own limit). Go raised the soft limit to the
+	// hard one at start; stay well inside it.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	perKind := min(300, (int(lim.Cur)-200)/4)
+	if perKind < 100 {
+		t.Fatalf("RLIMIT_NOFILE %d leaves room for only %d stalled connections of each kind; raise it (ulimit -n)", lim.Cur, perKind)
+	}
+
+	dir := t.TempDir()
+	cfg := procWriteConfig(t, dir, "ackd.toml", `
+[[route]]
+name   = "log"
+event  = "app_mention"
+effect = "log"
+`)
+	d := procServe(t, procServeOpts{Config: cfg, DB: filepath.Join(dir, "ackd.db")})
+	pid := d.cmd.Process.Pid
+	before := procVmHWM(t, pid)
+
+	// One shared body: the test process does not grow with the flood.
+	payload := []byte(strings.Repeat("x", 1<<20-1))
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		conns    []net.Conn
+		statuses = map[string]int{}
+	)
+	stall := func(kind string, hdr string) {
+		defer wg.Done()
+		conn, err := net.Dial("tcp", d.Addr)
+		if err != nil {
+			mu.Lock()
+			statuses["dial error"]++
+			mu.Unlock()
+			return
+		}
+		mu.Lock()
+		conns = append(conns, conn)
+		mu.Unlock()
+		// Declare 1 MiB, send all but the last byte, never send it.
+		head := fmt.Sprintf("POST /slack/events HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
+			d.Addr, len(payload)+1, hdr)
+		go func() {
+			if _, err := conn.Write([]byte(head)); err == nil {
+				_, _ = conn.Write(payload)
+			}
+		}()
+		_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			statuses[kind+" no answer"]++
+			return
+		}
+		resp.Body.Close()
+		statuses[kind+" "+strconv.Itoa(resp.StatusCode)]++
+	}
+	for range perKind {
+		wg.Add(2)
+		go stall("unsigned", "")
+		go stall("slack-shaped", fmt.Sprintf("X-Slack-Request-Timestamp: %d\r\nX-Slack-Signature: v0=%s\r\n",
+			time.Now().Unix(), strings.Repeat("0", 64)))
+	}
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+
+	// Signed events while the flood is on.
+	const events = 20
+	for i := range events {
+		d.mustPostEvent(procMention(fmt.Sprintf("EvSlow%02d", i), "hello"))
+	}
+	wg.Wait()
+	peak := procVmHWM(t, pid)
+	t.Logf("daemon VmHWM: %d MiB before the flood, %d MiB after %d stalled connections of each kind; answers: %v",
+		before>>20, peak>>20, perKind, statuses)
+
+	db := procOpenDB(t, d.DB)
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM slack_event_receipts WHERE event_id LIKE 'EvSlow%'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != events {
+		t.Errorf("%d receipts for the %d acked events", n, events)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM slack_event_receipts WHERE event_id NOT LIKE 'EvSlow%'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d other receipts (err %v): the flood wrote something", n, err)
+	}
+	if statuses["unsigned 401"] != perKind {
+		t.Errorf("unsigned stalled bodies were answered %v, want all %d with 401", statuses, perKind)
+	}
+	if peak > slowBodyLimit {
+		t.Errorf("daemon peak RSS %d MiB under the flood, over the %d MiB bound", peak>>20, slowBodyLimit>>20)
+	}
+}
