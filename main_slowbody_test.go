@@ -15,24 +15,29 @@ import (
 	"time"
 )
 
-// procVmHWM is the peak resident set of process pid, in bytes, from
-// /proc/pid/status.
-func procVmHWM(tb testing.TB, pid int) int64 {
+// procStatus is the number field key of /proc/pid/status ("VmHWM",
+// "Threads"); sizes are in bytes.
+func procStatus(tb testing.TB, pid int, key string) int64 {
 	tb.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			v = strings.TrimSpace(v)
+			kb := strings.HasSuffix(v, " kB")
+			n, err := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
 			if err != nil {
-				tb.Fatalf("VmHWM %q: %v", v, err)
+				tb.Fatalf("%s %q: %v", key, v, err)
 			}
-			return kb << 10
+			if kb {
+				n <<= 10
+			}
+			return n
 		}
 	}
-	tb.Fatalf("no VmHWM in /proc/%d/status", pid)
+	tb.Fatalf("no %s in /proc/%d/status", key, pid)
 	return 0
 }
 
@@ -71,7 +76,7 @@ effect = "log"
 `)
 	d := procServe(t, procServeOpts{Config: cfg, DB: filepath.Join(dir, "ackd.db")})
 	pid := d.cmd.Process.Pid
-	before := procVmHWM(t, pid)
+	before := procStatus(t, pid, "VmHWM")
 
 	// One shared body: the test process does not grow with the flood.
 	payload := []byte(strings.Repeat("x", 1<<20-1))
@@ -132,9 +137,9 @@ effect = "log"
 		d.mustPostEvent(procMention(fmt.Sprintf("EvSlow%02d", i), "hello"))
 	}
 	wg.Wait()
-	peak := procVmHWM(t, pid)
-	t.Logf("daemon VmHWM: %d MiB before the flood, %d MiB after %d stalled connections of each kind; answers: %v",
-		before>>20, peak>>20, perKind, statuses)
+	peak := procStatus(t, pid, "VmHWM")
+	t.Logf("daemon VmHWM: %d MiB before the flood, %d MiB after %d stalled connections of each kind (%d threads); answers: %v",
+		before>>20, peak>>20, perKind, procStatus(t, pid, "Threads"), statuses)
 
 	db := procOpenDB(t, d.DB)
 	var n int
