@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -324,11 +325,7 @@ func outboxCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(g.stdout, "payload:")
 				var pretty map[string]any
 				if json.Unmarshal([]byte(r.Payload), &pretty) == nil {
-					// Slack's deprecated verification token rides in the
-					// stored request; an operator's screen does not need it.
-					if raw, ok := pretty["raw"].(map[string]any); ok && raw["token"] != nil {
-						raw["token"] = "(redacted)"
-					}
+					redactSecrets(pretty)
 					enc := json.NewEncoder(g.stdout)
 					enc.SetIndent("", "  ")
 					return enc.Encode(pretty)
@@ -489,4 +486,38 @@ func versionCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(g.stdout, "ackd", v)
 		},
 	}
+}
+
+// redactSecrets hides, at any depth of a stored payload, what an operator's
+// screen does not need and must not leak: Slack's deprecated verification
+// token ("token") and every response_url, a bearer capability (anyone who
+// holds one can post to the user for 30 minutes). A URL keeps its scheme and
+// host, so that the operator still sees where it points.
+func redactSecrets(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			switch s, isString := e.(string); {
+			case k == "token" && e != nil:
+				v[k] = "(redacted)"
+			case k == "response_url" && isString && s != "":
+				v[k] = redactedURL(s)
+			default:
+				redactSecrets(e)
+			}
+		}
+	case []any:
+		for _, e := range v {
+			redactSecrets(e)
+		}
+	}
+}
+
+// redactedURL keeps a URL's scheme and host.
+func redactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(redacted)"
+	}
+	return u.Scheme + "://" + u.Host + "/(redacted)"
 }
