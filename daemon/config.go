@@ -46,6 +46,7 @@ type Config struct {
 	Slack     SlackConfig     `toml:"slack"`
 	Filter    FilterConfig    `toml:"filter"`
 	Commands  CommandsConfig  `toml:"commands"`
+	Metrics   MetricsConfig   `toml:"metrics"`
 	Routes    []Route         `toml:"route"`
 
 	// Source names where the config came from ("built-in defaults" or a path).
@@ -98,6 +99,14 @@ type FilterConfig struct {
 type CommandsConfig struct {
 	UnhandledText string `toml:"unhandled_text"`
 	FailedText    string `toml:"failed_text"`
+}
+
+// MetricsConfig places the operator endpoints.
+type MetricsConfig struct {
+	// Listen, when set, serves /metrics and /healthz on this address only,
+	// so that the Slack-facing listener serves nothing but /slack/*. Empty:
+	// both are served on listen, beside the Slack endpoints.
+	Listen string `toml:"listen"`
 }
 
 // Route turns matching requests into one outbox row each.
@@ -229,6 +238,13 @@ func (c *Config) Validate() error {
 
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen: %q is not host:port", c.Listen)
+	}
+	if c.Metrics.Listen != "" {
+		if _, port, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			bad("metrics.listen: %q is not host:port", c.Metrics.Listen)
+		} else if c.Metrics.Listen == c.Listen && port != "0" {
+			bad("metrics.listen: %q is also listen; give the metrics listener an address of its own, or leave it empty to serve /metrics and /healthz on listen", c.Listen)
+		}
 	}
 	if c.DB == "" {
 		bad("db: empty")

@@ -68,6 +68,10 @@ type Server struct {
 
 	ln   net.Listener
 	http *http.Server
+	// The operator listener ([metrics] listen); nil when /metrics and
+	// /healthz share the Slack listener.
+	metricsLn   net.Listener
+	metricsHTTP *http.Server
 
 	ctx    context.Context // background work; cancelled at Close
 	cancel context.CancelFunc
@@ -148,6 +152,28 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
 	}
 	s.ln = ln
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
+	if s.cfg.Metrics.Listen != "" {
+		mln, err := net.Listen("tcp", s.cfg.Metrics.Listen)
+		if err != nil {
+			return fmt.Errorf("metrics.listen %s: %w", s.cfg.Metrics.Listen, err)
+		}
+		s.metricsLn = mln
+		s.metricsHTTP = &http.Server{
+			Handler: s.operatorMux(http.NewServeMux()),
+			// A scrape or a health probe is a small GET.
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      15 * time.Second,
+			IdleTimeout:       90 * time.Second,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		}
+	}
 	s.http = &http.Server{
 		Handler: s.Handler(),
 		// Slack sends small bodies and needs its answer within 3s: a client
@@ -169,6 +195,13 @@ func (s *Server) Open(ctx context.Context) (err error) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	})
+	if s.metricsHTTP != nil {
+		s.goLoop(func() {
+			if err := s.metricsHTTP.Serve(s.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("metrics server stopped", "err", err)
+			}
+		})
+	}
 	s.goLoop(s.tickerLoop)
 	s.goLoop(s.immediateLoop)
 	s.goLoop(s.pruneLoop)
@@ -188,7 +221,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		s.log.Warn("no routes configured: running the built-in dry run, which logs every event and performs nothing (give --config a file with [[route]] entries)",
 			"config", s.cfg.Source)
 	}
-	s.log.Info("ackd listening", "addr", ln.Addr().String(), "db", s.cfg.DB, "config", s.cfg.Source,
+	s.log.Info("ackd listening", "addr", ln.Addr().String(), "metrics_addr", s.MetricsAddr(), "db", s.cfg.DB, "config", s.cfg.Source,
 		"synchronous", s.cfg.Synchronous, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String())
 	if err := s.opts.Notifier.Ready(); err != nil {
 		s.log.Warn("sd_notify READY failed", "err", err)
@@ -207,6 +240,15 @@ func (s *Server) goLoop(fn func()) {
 
 // Addr is the listener's address (useful with port 0).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// MetricsAddr is the operator listener's address, or Addr when /metrics and
+// /healthz are served on the Slack listener.
+func (s *Server) MetricsAddr() string {
+	if s.metricsLn == nil {
+		return s.Addr()
+	}
+	return s.metricsLn.Addr().String()
+}
 
 // Store is the server's database.
 func (s *Server) Store() store.Store { return s.store }
@@ -229,6 +271,12 @@ func (s *Server) Close() error {
 				_ = s.http.Close()
 			}
 			cancel()
+		}
+		if s.metricsHTTP != nil {
+			// Scrapes and probes have nothing to finish.
+			if err := s.metricsHTTP.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("metrics listener close: %w", err))
+			}
 		}
 		if s.cancel != nil {
 			s.cancel()
@@ -392,12 +440,22 @@ func (s *Server) notifyStatus() {
 		q.Pending, q.Parked, q.OldestPending.Round(time.Second)))
 }
 
-// Handler is the HTTP surface.
+// Handler is the HTTP surface of the Slack listener: the Slack endpoints,
+// and /healthz and /metrics unless [metrics] listen moves them to a
+// listener of their own.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/slack/events", s.slackHandler("events", s.handleEvents))
 	mux.Handle("/slack/commands", s.slackHandler("commands", s.handleCommand))
 	mux.Handle("/slack/interactivity", s.slackHandler("interactivity", s.handleInteraction))
+	if s.cfg.Metrics.Listen == "" {
+		s.operatorMux(mux)
+	}
+	return mux
+}
+
+// operatorMux adds the operator endpoints to mux.
+func (s *Server) operatorMux(mux *http.ServeMux) *http.ServeMux {
 	mux.HandleFunc("/healthz", s.handleHealth)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	return mux
