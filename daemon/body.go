@@ -76,12 +76,15 @@ func (b *bodyBudget) acquire(n, declared int64) (release func(), ok bool) {
 func (s *Server) bodyTimeout() time.Duration { return s.cfg.Ack.Budget.Duration / 2 }
 
 // refuse marks an answer given without reading the body: the connection is
-// closed after it, and the read deadline set to now, so that the server
-// neither waits for nor drains the unread body (a stalled client would
-// otherwise hold the connection until ReadTimeout).
-func refuse(w http.ResponseWriter, a answer) answer {
+// closed after it, and whatever the client still sends has at most the body
+// timeout to arrive. The server reads (and discards, keeping nothing) up to
+// 256 KiB of an unread body after the answer, so that a client that sent it
+// all reads the answer instead of a connection reset; a larger rest is not
+// read at all, and a stalled client is cut off at the deadline instead of
+// holding the connection until ReadTimeout.
+func (s *Server) refuse(w http.ResponseWriter, a answer) answer {
 	w.Header().Set("Connection", "close")
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout()))
 	return a
 }
 
@@ -92,7 +95,7 @@ func refuse(w http.ResponseWriter, a answer) answer {
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, start time.Time) ([]byte, func(), *answer) {
 	declared := r.ContentLength
 	if declared > limit {
-		a := refuse(w, answer{status: http.StatusRequestEntityTooLarge, outcome: outcomeRejected,
+		a := s.refuse(w, answer{status: http.StatusRequestEntityTooLarge, outcome: outcomeRejected,
 			reason: "body over " + strconv.FormatInt(limit, 10) + " bytes"})
 		return nil, nil, &a
 	}
@@ -103,7 +106,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, s
 	release, ok := s.bodies.acquire(charge, declared)
 	if !ok {
 		w.Header().Set("Retry-After", "1")
-		a := refuse(w, answer{status: http.StatusServiceUnavailable, outcome: outcomeRejected,
+		a := s.refuse(w, answer{status: http.StatusServiceUnavailable, outcome: outcomeRejected,
 			reason: fmt.Sprintf("request bodies being read already hold the %d-byte budget", s.bodies.total)})
 		return nil, nil, &a
 	}
@@ -140,6 +143,6 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, s
 	default:
 		a = answer{status: http.StatusBadRequest, outcome: outcomeRejected, reason: "body read: " + err.Error()}
 	}
-	a = refuse(w, a)
+	a = s.refuse(w, a)
 	return nil, nil, &a
 }

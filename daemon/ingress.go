@@ -107,7 +107,7 @@ func (s *Server) readAndVerify(w http.ResponseWriter, r *http.Request, endpoint 
 	if herr := s.verify.CheckHeaders(r.Header); herr != nil {
 		reject := answer{status: http.StatusUnauthorized, outcome: outcomeRejected, reason: herr.Error()}
 		if endpoint != "commands" || r.ContentLength > sslCheckMax {
-			return refuse(w, reject), nil
+			return s.refuse(w, reject), nil
 		}
 		body, release, ra := s.readBody(w, r, sslCheckMax, start)
 		if ra != nil {

@@ -128,6 +128,21 @@ func TestBodiesAreReadOnlyForSlackShapedRequests(t *testing.T) {
 		})
 	}
 
+	t.Run("an unsigned body sent in full gets its 401, not a connection reset", func(t *testing.T) {
+		s, _ := newServer(t)
+		body := strings.Repeat("x", 64<<10) // under the 256 KiB the server drains after an answer
+		for i := range 50 {
+			resp, err := http.Post(s.URL+"/slack/events", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("request %d: status %d, want 401", i, resp.StatusCode)
+			}
+		}
+	})
+
 	t.Run("Slack's unsigned ssl_check still gets 200", func(t *testing.T) {
 		s, addr := newServer(t)
 		body := []byte("ssl_check=1&token=gIkuvaNzQIHg97ATvDxqgjtO")
