@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ackd/ackd/daemon"
 )
 
 // procStatus is the number field key of /proc/pid/status ("VmHWM",
@@ -38,6 +40,28 @@ func procStatus(tb testing.TB, pid int, key string) int64 {
 		}
 	}
 	tb.Fatalf("no %s in /proc/%d/status", key, pid)
+	return 0
+}
+
+// procBodyBytesHeld scrapes ackd_request_body_bytes_held from url/metrics.
+func procBodyBytesHeld(tb testing.TB, url string) int64 {
+	tb.Helper()
+	resp, err := procClient.Get(url + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "ackd_request_body_bytes_held "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				tb.Fatalf("ackd_request_body_bytes_held %q: %v", v, err)
+			}
+			return int64(f)
+		}
+	}
+	tb.Fatal("no ackd_request_body_bytes_held in /metrics")
 	return 0
 }
 
@@ -83,22 +107,22 @@ effect = "log"
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
-		conns    []net.Conn
 		statuses = map[string]int{}
+		stop     = make(chan struct{})
 	)
-	stall := func(kind string, hdr string) {
-		defer wg.Done()
+	count := func(what string) {
+		mu.Lock()
+		statuses[what]++
+		mu.Unlock()
+	}
+	// stallOnce declares a 1 MiB body, sends all but its last byte, never
+	// sends that, and returns the status of the answer ("" for none).
+	stallOnce := func(hdr string) string {
 		conn, err := net.Dial("tcp", d.Addr)
 		if err != nil {
-			mu.Lock()
-			statuses["dial error"]++
-			mu.Unlock()
-			return
+			return "dial error"
 		}
-		mu.Lock()
-		conns = append(conns, conn)
-		mu.Unlock()
-		// Declare 1 MiB, send all but the last byte, never send it.
+		defer conn.Close()
 		head := fmt.Sprintf("POST /slack/events HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
 			d.Addr, len(payload)+1, hdr)
 		go func() {
@@ -108,38 +132,61 @@ effect = "log"
 		}()
 		_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		mu.Lock()
-		defer mu.Unlock()
 		if err != nil {
-			statuses[kind+" no answer"]++
-			return
+			return "no answer"
 		}
 		resp.Body.Close()
-		statuses[kind+" "+strconv.Itoa(resp.StatusCode)]++
+		return strconv.Itoa(resp.StatusCode)
 	}
 	for range perKind {
 		wg.Add(2)
-		go stall("unsigned", "")
-		go stall("slack-shaped", fmt.Sprintf("X-Slack-Request-Timestamp: %d\r\nX-Slack-Signature: v0=%s\r\n",
-			time.Now().Unix(), strings.Repeat("0", 64)))
+		go func() {
+			defer wg.Done()
+			count("unsigned " + stallOnce(""))
+		}()
+		// A Slack-shaped staller that was let in stalls again as soon as it
+		// is cut off, as an attacker would, so the budget stays full.
+		go func() {
+			defer wg.Done()
+			for {
+				st := stallOnce(fmt.Sprintf("X-Slack-Request-Timestamp: %d\r\nX-Slack-Signature: v0=%s\r\n",
+					time.Now().Unix(), strings.Repeat("0", 64)))
+				count("slack-shaped " + st)
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if st != "408" {
+					return
+				}
+			}
+		}()
 	}
 	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
+		select {
+		case <-stop:
+		default:
+			close(stop)
 		}
+		wg.Wait()
 	})
 
-	// Signed events while the flood is on.
+	// Signed events once the stalled bodies fill the large bodies' half of
+	// the budget, and while they do.
+	procWaitFor(t, "stalled bodies holding the budget's large half", 30*time.Second, func() bool {
+		return procBodyBytesHeld(t, d.URL) >= daemon.DefaultBodyBudget/2
+	})
 	const events = 20
 	for i := range events {
 		d.mustPostEvent(procMention(fmt.Sprintf("EvSlow%02d", i), "hello"))
 	}
+	held := procBodyBytesHeld(t, d.URL)
+	close(stop)
 	wg.Wait()
 	peak := procStatus(t, pid, "VmHWM")
-	t.Logf("daemon VmHWM: %d MiB before the flood, %d MiB after %d stalled connections of each kind (%d threads); answers: %v",
-		before>>20, peak>>20, perKind, procStatus(t, pid, "Threads"), statuses)
+	t.Logf("daemon VmHWM: %d MiB before the flood, %d MiB after %d stalled connections of each kind (%d threads); %d KiB of bodies held after the signed events; answers: %v",
+		before>>20, peak>>20, perKind, procStatus(t, pid, "Threads"), held>>10, statuses)
 
 	db := procOpenDB(t, d.DB)
 	var n int
