@@ -48,7 +48,8 @@ type Options struct {
 	Notifier *Notifier        // nil: no sd_notify
 	// ShutdownTimeout bounds waiting for in-flight acks at Close (default 10s).
 	ShutdownTimeout time.Duration
-	// HTTPClient is used by the forward and respond effects (default: plain).
+	// HTTPClient is used by the effects (default: plain); the effects use a
+	// copy that never follows redirects.
 	HTTPClient *http.Client
 	// BodyBudget bounds the bytes of Slack request bodies held at once
 	// (default DefaultBodyBudget); see bodyBudget.
