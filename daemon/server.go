@@ -5,6 +5,11 @@
 // immediate trigger, the pruner, the systemd watchdog, and a bounded
 // graceful shutdown.
 //
+// A request is refused before its body is read unless it carries Slack's
+// signature headers with a fresh timestamp; bodies that are read share a
+// byte budget (answered 503 when it is full) and must arrive within half the
+// ack budget (see body.go).
+//
 // Limits: one process owns the listener; other processes may share the
 // database (`ackd sweep --once`). Answers that Slack needs synchronously in
 // the body beyond an ephemeral text (view_submission response_action,
