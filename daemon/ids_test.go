@@ -162,3 +162,25 @@ func TestInteractionFallbackOperationID(t *testing.T) {
 		})
 	}
 }
+
+func TestViewClosedEachCloseIsActedOn(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, configFor(t, `
+[[route]]
+name        = "survey-closed"
+callback_id = "survey"
+effect      = "log"
+`), daemon.Options{})
+	closed := func(viewID, hash string) []byte {
+		return []byte("payload=" + url.QueryEscape(`{"type":"view_closed","team":{"id":"T1"},"user":{"id":"U1"},`+
+			`"api_app_id":"A1","is_cleared":false,"view":{"id":"`+viewID+`","hash":"`+hash+`","callback_id":"survey"}}`))
+	}
+	for i, body := range [][]byte{closed("V1", "h1"), closed("V1", "h1"), closed("V2", "h2")} {
+		if r := s.postForm("/slack/interactivity", body); r.Status != http.StatusOK {
+			t.Fatalf("close %d: status %d %q", i+1, r.Status, r.Body)
+		}
+	}
+	if rc, ob := s.rows(); rc != 2 || ob != 2 {
+		t.Errorf("receipts=%d outbox=%d, want 2 and 2: the repeated delivery is one operation, the second modal's close another", rc, ob)
+	}
+}
