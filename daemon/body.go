@@ -34,10 +34,11 @@ const (
 // of the read until the answer is written). It has two halves so that a
 // flood of large bodies cannot starve Slack's small ones: a body whose
 // declared Content-Length is at most SmallBody takes from the small half,
-// falling back to the large half; any other body (large, or of unknown
-// length, which is charged MaxBody) takes from the large half only. When
-// neither has room the request is refused at once (503 with Retry-After)
-// rather than queued: a queue would only move the unbounded part elsewhere.
+// falling back to the large half; a larger body takes from the large half
+// only (a body of unknown length counts as small until it passes SmallBody,
+// see readBody). When neither has room the request is refused at once (503
+// with Retry-After) rather than queued: a queue would only move the
+// unbounded part elsewhere.
 type bodyBudget struct {
 	total        int64
 	small, large *semaphore.Weighted
@@ -92,6 +93,11 @@ func (s *Server) refuse(w http.ResponseWriter, a answer) answer {
 // the body deadline. It returns the body and the function that returns its
 // bytes to the budget (call it once the answer is written), or the answer
 // refusing the request.
+//
+// A body of declared length is charged exactly that and read into a buffer
+// of that size: no growth, no slack. A body of unknown length (chunked, as
+// some proxies send) is charged as a small one until it proves longer, then
+// the rest of the limit is taken from the large half.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, start time.Time) ([]byte, func(), *answer) {
 	declared := r.ContentLength
 	if declared > limit {
@@ -99,42 +105,57 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, s
 			reason: "body over " + strconv.FormatInt(limit, 10) + " bytes"})
 		return nil, nil, &a
 	}
-	charge := limit
-	if declared >= 0 {
-		charge = declared
+	var held []func()
+	release := func() {
+		for _, f := range held {
+			f()
+		}
 	}
-	release, ok := s.bodies.acquire(charge, declared)
-	if !ok {
+	take := func(n, class int64) bool {
+		f, ok := s.bodies.acquire(n, class)
+		if ok {
+			held = append(held, f)
+		}
+		return ok
+	}
+	full := func() *answer {
+		release()
 		w.Header().Set("Retry-After", "1")
 		a := s.refuse(w, answer{status: http.StatusServiceUnavailable, outcome: outcomeRejected,
 			reason: fmt.Sprintf("request bodies being read already hold the %d-byte budget", s.bodies.total)})
-		return nil, nil, &a
+		return &a
+	}
+
+	first := declared
+	if declared < 0 {
+		first = min(limit, SmallBody)
+	}
+	if !take(first, first) {
+		return nil, nil, full()
 	}
 	rc := http.NewResponseController(w)
 	// Replaces the server's ReadTimeout for this body; cleared after the
 	// read so that the connection's background read (which watches for the
 	// client going away) cannot time out and cancel the intent.
 	_ = rc.SetReadDeadline(start.Add(s.bodyTimeout()))
-	var (
-		body []byte
-		err  error
-	)
-	if declared >= 0 {
-		// Exactly what was declared and charged: no growth, no slack.
-		body = make([]byte, declared)
-		_, err = io.ReadFull(r.Body, body)
-	} else {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	// One byte over the charge shows that a body of unknown length is longer.
+	body, err := readInto(r.Body, make([]byte, 0, first+1))
+	if err == nil && declared < 0 && int64(len(body)) > first && first < limit {
+		if !take(limit-first, -1) {
+			return nil, nil, full()
+		}
+		more := make([]byte, len(body), limit+1)
+		copy(more, body)
+		body, err = readInto(r.Body, more)
 	}
 	_ = rc.SetReadDeadline(time.Time{})
-	if err == nil {
+	if err == nil && int64(len(body)) <= limit {
 		return body, release, nil
 	}
 	release()
-	var tooBig *http.MaxBytesError
 	var a answer
 	switch {
-	case errors.As(err, &tooBig):
+	case err == nil:
 		a = answer{status: http.StatusRequestEntityTooLarge, outcome: outcomeRejected,
 			reason: "body over " + strconv.FormatInt(limit, 10) + " bytes"}
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -145,4 +166,19 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, s
 	}
 	a = s.refuse(w, a)
 	return nil, nil, &a
+}
+
+// readInto reads from r into buf's free capacity until it is full or r ends.
+func readInto(r io.Reader, buf []byte) ([]byte, error) {
+	for len(buf) < cap(buf) {
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
 }

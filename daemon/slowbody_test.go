@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -175,6 +176,61 @@ func TestBodiesAreReadOnlyForSlackShapedRequests(t *testing.T) {
 	})
 }
 
+// postChunked sends body signed, without a Content-Length (chunked), as some
+// proxies forward requests.
+func postChunked(t *testing.T, s *testServer, body []byte) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.URL+"/slack/events", io.MultiReader(bytes.NewReader(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Now().Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Slack-Request-Timestamp", strconv.FormatInt(ts, 10))
+	req.Header.Set("X-Slack-Signature", sign(testSecret, ts, body))
+	r := s.do(req)
+	if req.ContentLength != 0 {
+		t.Fatalf("request had a Content-Length (%d); the test needs chunked", req.ContentLength)
+	}
+	return r.Status
+}
+
+func TestChunkedBodies(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, configFor(t, ""), daemon.Options{})
+	for _, tc := range []struct {
+		name string
+		size int
+		want int
+	}{
+		{"a small chunked event is acked", 0, http.StatusOK},
+		{"a chunked event past the small size is acked", 200 << 10, http.StatusOK},
+		{"a chunked event of exactly 1 MiB is acked", daemon.MaxBody, http.StatusOK},
+		{"a chunked body over 1 MiB is 413", daemon.MaxBody + 1, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := fmt.Sprintf("Ev0CHUNK%d", tc.size)
+			body := eventBody(id, mention("C1", "1.1", "hi"))
+			if tc.size > 0 {
+				body = evPadded(t, id, tc.size)
+			}
+			if got := postChunked(t, s, body); got != tc.want {
+				t.Fatalf("status %d, want %d", got, tc.want)
+			}
+			want := 0
+			if tc.want == http.StatusOK {
+				want = 1
+			}
+			if n := s.count(`SELECT count(*) FROM slack_event_receipts WHERE event_id = ?`, id); n != want {
+				t.Errorf("%d receipts, want %d", n, want)
+			}
+		})
+	}
+	waitFor(t, "the budget to be free again", 10*time.Second, func() bool {
+		return s.scrape().value("ackd_request_body_bytes_held") == 0
+	})
+}
+
 func TestBodyBudget(t *testing.T) {
 	t.Parallel()
 	// 2 MiB: the large half holds exactly one 1 MiB body.
@@ -200,6 +256,15 @@ func TestBodyBudget(t *testing.T) {
 		}
 		if n := s.count(`SELECT count(*) FROM slack_event_receipts WHERE event_id = 'Ev0BUDGET'`); n != 1 {
 			t.Errorf("%d receipts, want 1", n)
+		}
+	})
+
+	t.Run("a small chunked event is acked, a chunked one that grows large is 503", func(t *testing.T) {
+		if got := postChunked(t, s, eventBody("Ev0CHSMALL", mention("C1", "1.1", "hi"))); got != http.StatusOK {
+			t.Errorf("small chunked event: status %d, want 200", got)
+		}
+		if got := postChunked(t, s, evPadded(t, "Ev0CHBIG", 200<<10)); got != http.StatusServiceUnavailable {
+			t.Errorf("large chunked event: status %d, want 503", got)
 		}
 	})
 
