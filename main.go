@@ -15,11 +15,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -191,8 +193,12 @@ func sweepCmd(g *globals) *cobra.Command {
 		Use:   "sweep --once",
 		Short: "Claim and perform one batch of due outbox rows, then exit",
 		Long: "Runs the same sweep as the daemon's ticker, against the same database; safe to run\n" +
-			"while the daemon runs (claims are disjoint). Exit status is non-zero only when the\n" +
-			"database itself failed; effect failures are recorded on their rows.",
+			"while the daemon runs (claims are disjoint). Effect failures are recorded on their rows.\n\n" +
+			"Rows whose effect needs a credential this process lacks are left alone (not claimed, or\n" +
+			"given back untouched): the Web API effects (post, react, update) need SLACK_BOT_TOKEN,\n" +
+			"and a forward recorded by a daemon that signs needs ACKD_FORWARD_SECRET. stderr names\n" +
+			"what was left. Exit status is non-zero when the database failed, or when the sweep\n" +
+			"performed nothing while rows are pending and a credential was missing.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !once {
@@ -206,15 +212,46 @@ func sweepCmd(g *globals) *cobra.Command {
 					return err
 				}
 				log := g.logger()
-				sw := sweep.New(st, sweep.Effects(cfg.EffectConfig(sec, log, nil)), cfg.SweepConfig(), log, nil)
+				ec := cfg.EffectConfig(sec, log, nil)
+				sc := cfg.SweepConfig()
+				sc.Skip = ec.Unavailable()
+				if len(sc.Skip) > 0 {
+					fmt.Fprintf(g.stderr, "ackd sweep: leaving %s rows alone: %s\n",
+						strings.Join(slices.Sorted(maps.Keys(sc.Skip)), ", "), sweep.SkipSummary(sc.Skip))
+				}
+				sw := sweep.New(st, sweep.Effects(ec), sc, log, nil)
 				res, err := sw.RunOnce(ctx)
 				fmt.Fprintln(g.stdout, res)
-				return err
+				if err != nil || (len(sc.Skip) == 0 && res.Skipped == 0) || res.Claimed > res.Skipped {
+					return err
+				}
+				// Nothing was performed, and this process lacks a credential:
+				// if rows are waiting, saying "done" would hide them.
+				s, err := st.Stats(ctx)
+				if err != nil {
+					return err
+				}
+				if waiting := s.Pending - s.Leased; waiting > 0 {
+					return fmt.Errorf("sweep performed nothing while %d rows are pending: this process lacks a credential they may need (%s); run it with the daemon's credentials (README: Operating an installed unit)",
+						waiting, sweep.SkipSummary(skipsOf(sc.Skip, res)))
+				}
+				return nil
 			})
 		},
 	}
 	c.Flags().BoolVar(&once, "once", false, "run one sweep and exit")
 	return c
+}
+
+// skipsOf is what a sweep left alone: the effects it did not claim, and
+// forward rows it gave back for want of the forward secret.
+func skipsOf(skip map[string]string, res sweep.Result) map[string]string {
+	out := map[string]string{}
+	maps.Copy(out, skip)
+	if res.Skipped > 0 {
+		out["forward"] = sweep.CredForwardSecret + " is not set"
+	}
+	return out
 }
 
 func migrateCmd(g *globals) *cobra.Command {

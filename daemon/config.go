@@ -134,6 +134,8 @@ type Route struct {
 	TS              string `toml:"ts"`         // update: message ts (template); default the event's
 	ResponseType    string `toml:"response_type"`
 	ReplaceOriginal bool   `toml:"replace_original"`
+
+	signed bool // forward: this daemon signs (ACKD_FORWARD_SECRET is set); recorded in the row
 }
 
 // Effects ackd can perform.

@@ -120,7 +120,7 @@ func (r *Route) row(key, source string, facts sweep.Facts, raw []byte) (store.Ne
 		TimeoutMS: r.Timeout.Milliseconds(),
 		Params: sweep.Params{
 			Channel: r.ToChannel, Text: r.Text, Thread: r.Thread, Reaction: r.Reaction, TS: r.TS,
-			URL: r.URL, ResponseType: r.ResponseType, ReplaceOriginal: r.ReplaceOriginal,
+			URL: r.URL, Signed: r.signed, ResponseType: r.ResponseType, ReplaceOriginal: r.ReplaceOriginal,
 		},
 		Facts: facts,
 		Raw:   json.RawMessage(raw),

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
+	// Rows record whether their forward is signed, so that a sweep without
+	// the secret leaves them alone instead of sending them unsigned.
+	cfg.Routes = slices.Clone(cfg.Routes)
+	for i := range cfg.Routes {
+		cfg.Routes[i].signed = cfg.Routes[i].Effect == "forward" && opts.Secrets.ForwardSecret != ""
+	}
 	return &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
 		verify: NewVerifier(opts.Secrets.SigningSecret, opts.Now), bodies: newBodyBudget(opts.BodyBudget),
 		kick: make(chan struct{}, 1)}, nil
@@ -150,8 +157,10 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		Name: "ackd_request_body_bytes_held",
 		Help: "Bytes of the request body budget reserved by Slack requests being read or answered now.",
 	}, func() float64 { return float64(s.bodies.held.Load()) }))
-	reg := sweep.Effects(s.cfg.EffectConfig(s.opts.Secrets, s.opts.Logger, s.opts.HTTPClient))
-	s.sweeper = sweep.New(st, reg, s.cfg.SweepConfig(), s.opts.Logger, s.metrics)
+	ec := s.cfg.EffectConfig(s.opts.Secrets, s.opts.Logger, s.opts.HTTPClient)
+	sc := s.cfg.SweepConfig()
+	sc.Skip = ec.Unavailable()
+	s.sweeper = sweep.New(st, sweep.Effects(ec), sc, s.opts.Logger, s.metrics)
 
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
@@ -223,6 +232,10 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		s.log.Warn("a full batch of the slowest effect outlasts the lease: rows late in a batch will wait for the lease to expire; raise sweep.lease or sweep.workers, or lower sweep.batch",
 			"batch", s.cfg.Sweep.Batch, "workers", s.cfg.Sweep.Workers, "slowest_timeout", slowest.String(), "lease", s.cfg.Sweep.Lease.String())
 	}
+	if skip := s.routedSkips(sc.Skip); len(skip) > 0 {
+		s.log.Warn("routes name effects this daemon cannot perform: their rows stay pending until a process with the credential sweeps them",
+			"skipped", sweep.SkipSummary(skip))
+	}
 	if s.cfg.Builtin {
 		s.log.Warn("no routes configured: running the built-in dry run, which logs every event and performs nothing (give --config a file with [[route]] entries)",
 			"config", s.cfg.Source)
@@ -234,6 +247,17 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	}
 	s.notifyStatus()
 	return nil
+}
+
+// routedSkips keeps the skipped effects that a route names.
+func (s *Server) routedSkips(skip map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, r := range s.cfg.Routes {
+		if why, ok := skip[r.Effect]; ok {
+			out[r.Effect] = why
+		}
+	}
+	return out
 }
 
 func (s *Server) goLoop(fn func()) {

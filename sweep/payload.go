@@ -40,6 +40,7 @@ type Params struct {
 	Reaction        string          `json:"reaction,omitempty"`  // react
 	TS              string          `json:"ts,omitempty"`        // update: template; default the event's ts
 	URL             string          `json:"url,omitempty"`       // forward
+	Signed          bool            `json:"signed,omitempty"`    // forward: recorded by a daemon that signs; needs ACKD_FORWARD_SECRET
 	ResponseURL     string          `json:"response_url,omitempty"`
 	ResponseType    string          `json:"response_type,omitempty"` // respond: "ephemeral" | "in_channel"
 	ReplaceOriginal bool            `json:"replace_original,omitempty"`
