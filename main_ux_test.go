@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ackd/ackd/internal/fakeslack"
 )
@@ -156,4 +157,151 @@ func writeFile(tb testing.TB, dir, name, text string) string {
 		tb.Fatal(err)
 	}
 	return p
+}
+
+// Issue 16.2: a template field typo stops startup with one line naming the
+// route, the key and the field; nothing is created.
+func TestTemplateTypoStopsStartup(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, route string
+		want        []string
+	}{
+		{"a struct field typo in text", `
+[[route]]
+name   = "deploy"
+command = "/deploy"
+effect = "respond"
+text   = "Deployed {{.Txt}}"
+`, []string{`route "deploy": text: {{.Txt}}: no field Txt (the fields are .Text, .User`}},
+		{"a typo in ack_text", `
+[[route]]
+name     = "deploy"
+command  = "/deploy"
+ack_text = "Deploying {{.Txet}}"
+effect   = "log"
+`, []string{`route "deploy": ack_text: {{.Txet}}: no field Txet`}},
+		{".Event on a command route", `
+[[route]]
+name    = "deploy"
+command = "/deploy"
+effect  = "respond"
+text    = "{{.Event.text}}"
+`, []string{`route "deploy": text: .Event is set only for Events API routes`}},
+		{"a parse error", `
+[[route]]
+name   = "say"
+event  = "app_mention"
+effect = "post"
+text   = "{{.Text"
+`, []string{`route "say": text: line 1: unclosed action`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			db := filepath.Join(dir, "ackd.db")
+			cfg := procWriteConfig(t, dir, "ackd.toml", tc.route)
+			r := procRun(t, procEnv(), "serve", "--listen", procFreeAddr(t), "--db", db, "--config", cfg)
+			if r.Code == 0 {
+				t.Fatalf("serve started; stderr:\n%s", r.Stderr)
+			}
+			line := procOneLine(t, r.Stderr)
+			for _, w := range tc.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("stderr %q lacks %q", line, w)
+				}
+			}
+			if strings.Count(line, "template:") > 0 {
+				t.Errorf("stderr repeats text/template's prefixes: %q", line)
+			}
+			if _, err := os.Stat(db); err == nil {
+				t.Errorf("a refused startup created the database")
+			}
+		})
+	}
+
+	t.Run("keys of .Event are not known before the event and do not stop startup", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		cfg := procWriteConfig(t, dir, "ackd.toml", `
+[[route]]
+name   = "say"
+event  = "reaction_added"
+effect = "post"
+text   = "{{.Event.item.channel}} {{.Event.reaction}}"
+`)
+		d := procServe(t, procServeOpts{Config: cfg, DB: filepath.Join(dir, "ackd.db")})
+		d.stop()
+	})
+}
+
+// Issue 16.2: a template that fails at perform time parks its row with one
+// clean line naming the route, the key and the field.
+func TestTemplateRuntimeErrorIsOneLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ackd.db")
+	api := fakeslack.New(t, "xoxb-test")
+	cfg := procWriteConfig(t, dir, "ackd.toml", fmt.Sprintf(`
+[slack]
+api_url = %q
+
+[[route]]
+name   = "say"
+event  = "app_mention"
+effect = "post"
+text   = "{{.Event.blocks.x}}"
+`, api.URL()))
+	d := procServe(t, procServeOpts{Config: cfg, DB: db, Env: procEnv("SLACK_BOT_TOKEN=xoxb-test")})
+	d.mustPostEvent(procMention("EvTmpl1", "hi"))
+	sdb := procOpenDB(t, db)
+	procWaitFor(t, "the row to park", 20*time.Second, func() bool {
+		return procQueryInt(t, sdb, `SELECT count(*) FROM outbox WHERE status = 'parked'`) == 1
+	})
+	d.stop()
+	var lastErr string
+	if err := sdb.QueryRow(`SELECT last_error FROM outbox`).Scan(&lastErr); err != nil {
+		t.Fatal(err)
+	}
+	want := `template: route "say": text: {{.Event.blocks.x}}: nil pointer evaluating interface {}.x`
+	if lastErr != want {
+		t.Errorf("last_error %q, want %q", lastErr, want)
+	}
+}
+
+// Issue 16.3: ack_text is a template over the command's facts; one that
+// fails on a request answers the literal text and logs why.
+func TestAckTextIsATemplate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := procWriteConfig(t, dir, "ackd.toml", `
+[[route]]
+name     = "deploy"
+command  = "/deploy"
+ack_text = "Deploying {{.Text}} for <@{{.User}}>"
+effect   = "log"
+
+[[route]]
+name     = "odd"
+command  = "/odd"
+ack_text = "{{if ne .Text \"sample text\"}}{{index .Text 99}}{{end}}fallback"
+effect   = "log"
+`)
+	d := procServe(t, procServeOpts{Config: cfg, DB: filepath.Join(dir, "ackd.db")})
+	send := func(form string) string {
+		t.Helper()
+		f := writeFile(t, t.TempDir(), "cmd.form", form)
+		return procMustRun(t, procEnv(), "send", "--form", "--listen", d.Addr, f).Stdout
+	}
+	if out := send("command=%2Fdeploy&text=api+v2&user_id=U061F7AUR&trigger_id=1.2.3"); !strings.Contains(out, `"text":"Deploying api v2 for \u003c@U061F7AUR\u003e"`) {
+		t.Errorf("ack_text not rendered: %q", out)
+	}
+	out := send("command=%2Fodd&text=short&trigger_id=1.2.4")
+	if !strings.Contains(out, `"text":"{{if ne .Text`) {
+		t.Errorf("a failing ack_text did not answer the literal text: %q", out)
+	}
+	d.stop()
+	if !strings.Contains(d.Stderr.String(), "ack_text did not render") {
+		t.Errorf("the failure was not logged:\n%s", d.Stderr.String())
+	}
 }

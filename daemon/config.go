@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
@@ -135,7 +136,20 @@ type Route struct {
 	ResponseType    string `toml:"response_type"`
 	ReplaceOriginal bool   `toml:"replace_original"`
 
-	signed bool // forward: this daemon signs (ACKD_FORWARD_SECRET is set); recorded in the row
+	signed  bool               // forward: this daemon signs (ACKD_FORWARD_SECRET is set); recorded in the row
+	ackTmpl *template.Template // ack_text when it is a template, parsed and checked by Validate
+}
+
+// source is the kind of request a route matches (sweep.SourceEvent, …).
+func (r *Route) source() string {
+	switch {
+	case r.Command != "":
+		return sweep.SourceCommand
+	case r.CallbackID != "" || r.ActionID != "":
+		return sweep.SourceInteraction
+	default:
+		return sweep.SourceEvent
+	}
 }
 
 // Effects ackd can perform.
@@ -388,9 +402,22 @@ func (c *Config) Validate() error {
 		if r.Blocks != "" && !jsonArray(r.Blocks) {
 			bad("%s: blocks must be a JSON array of Block Kit blocks", where)
 		}
-		for key, src := range map[string]string{"text": r.Text, "to_channel": r.ToChannel, "ts": r.TS} {
-			if _, err := sweep.ParseTemplate(r.Name, src); err != nil {
+		// Each template is executed once over sample data, so that a field
+		// that does not exist stops startup instead of parking every row.
+		for _, key := range []string{"text", "to_channel", "ts", "ack_text"} {
+			src := map[string]string{"text": r.Text, "to_channel": r.ToChannel, "ts": r.TS, "ack_text": r.AckText}[key]
+			if !strings.Contains(src, "{{") {
+				continue
+			}
+			t, err := sweep.CheckTemplate(r.Name, key, src, r.source())
+			var te *sweep.TemplateError
+			switch {
+			case errors.As(err, &te):
+				bad("%s: %s: %s", where, key, te.Reason)
+			case err != nil:
 				bad("%s: %s: %v", where, key, err)
+			case key == "ack_text":
+				r.ackTmpl = t
 			}
 		}
 	}

@@ -274,7 +274,7 @@ func (s *Server) handleCommand(ctx context.Context, req request) answer {
 		}
 		in.Rows = append(in.Rows, row)
 		if ackText == "" {
-			ackText = r.AckText
+			ackText = r.ackText(facts, s.log)
 		}
 	}
 	if a.err == nil {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"log/slog"
 	"slices"
 
 	"github.com/ackd/ackd/store"
@@ -133,4 +134,19 @@ func (r *Route) row(key, source string, facts sweep.Facts, raw []byte) (store.Ne
 		return store.NewRow{}, err
 	}
 	return store.NewRow{Key: key, Effect: r.Effect, Payload: s}, nil
+}
+
+// ackText renders the route's ack_text over the command's facts. It runs
+// before the ack, so it must not fail it: a template that fails on this
+// request answers the literal text, and the error is logged.
+func (r *Route) ackText(facts sweep.Facts, log *slog.Logger) string {
+	if r.ackTmpl == nil {
+		return r.AckText
+	}
+	s, err := sweep.Execute(r.ackTmpl, r.Name, "ack_text", facts.Data())
+	if err != nil {
+		log.Warn("ack_text did not render; answered the literal text", "route", r.Name, "err", err)
+		return r.AckText
+	}
+	return s
 }

@@ -87,14 +87,14 @@ func (e *effects) webAPI() (*slack.Client, error) {
 	return e.api, nil
 }
 
-// render renders a template param, or returns def when src is empty.
-func render(p Payload, src, def string) (string, error) {
+// render renders the template param key, or returns def when src is empty.
+func render(p Payload, key, src, def string) (string, error) {
 	if src == "" {
 		return def, nil
 	}
-	s, err := p.Render(src)
+	s, err := p.Render(key, src)
 	if err != nil {
-		return "", permanent("template", "%w", err)
+		return "", &Failure{Class: Permanent, Code: "template", Err: err}
 	}
 	return s, nil
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"text/template"
 	"time"
 )
 
@@ -127,25 +126,16 @@ func (p Payload) Data() Data {
 	return d
 }
 
-// ParseTemplate checks a template source; config validation uses it so that a
-// broken template fails startup instead of parking rows.
-func ParseTemplate(name, src string) (*template.Template, error) {
-	return template.New(name).Option("missingkey=zero").Parse(src)
-}
-
-// Render executes src over the payload's facts, or returns it unchanged when
-// the payload is Literal.
-func (p Payload) Render(src string) (string, error) {
+// Render executes the route's template key (text, to_channel, ts) over the
+// payload's facts, or returns src unchanged when the payload is Literal. Its
+// error is one line naming the route, the key and the field.
+func (p Payload) Render(key, src string) (string, error) {
 	if p.Params.Literal || !strings.Contains(src, "{{") {
 		return src, nil
 	}
-	t, err := ParseTemplate(p.Route, src)
+	t, err := ParseTemplate(p.Route, key, src)
 	if err != nil {
-		return "", fmt.Errorf("template: %w", err)
+		return "", err
 	}
-	var b strings.Builder
-	if err := t.Execute(&b, p.Data()); err != nil {
-		return "", fmt.Errorf("template: %w", err)
-	}
-	return b.String(), nil
+	return Execute(t, p.Route, key, p.Data())
 }

@@ -33,7 +33,7 @@ func (e *effects) respond(ctx context.Context, job Job) (Outcome, error) {
 	if url == "" {
 		return Outcome{}, permanent("no_response_url", "respond: the request carries no response_url (events and view submissions have none)")
 	}
-	text, err := render(p, p.Params.Text, "")
+	text, err := render(p, "text", p.Params.Text, "")
 	if err != nil {
 		return Outcome{}, err
 	}
