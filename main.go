@@ -315,6 +315,9 @@ func outboxCmd(g *globals) *cobra.Command {
 		Short: "List outbox rows, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if status != "" && !slices.Contains(store.Statuses, status) {
+				return fmt.Errorf("outbox list: --status %q is not a status; use one of %s", status, strings.Join(store.Statuses, ", "))
+			}
 			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
 				rows, err := st.List(cmd.Context(), status, limit)
 				if err != nil {
@@ -324,7 +327,7 @@ func outboxCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(w, "ID\tSTATUS\tEFFECT\tATTEMPTS\tCREATED\tKEY\tLAST ERROR")
 				for _, r := range rows {
 					fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Status, r.Effect, r.Attempts,
-						r.CreatedAt.UTC().Format(time.DateTime), r.Key, oneLine(r.LastError, 80))
+						r.CreatedAt.UTC().Format(time.DateTime), r.Key, oneLine(lastError(r), 80))
 				}
 				return w.Flush()
 			})
@@ -357,7 +360,7 @@ func outboxCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "id\t%d\nkey\t%s\neffect\t%s\nstatus\t%s\nattempts\t%d\n", r.ID, r.Key, r.Effect, r.Status, r.Attempts)
 				fmt.Fprintf(w, "created\t%s\nnext attempt\t%s\nlease until\t%s\ncompleted\t%s\n",
 					t(r.CreatedAt), t(r.NextAttemptAt), t(r.ClaimExpiresAt), t(r.CompletedAt))
-				fmt.Fprintf(w, "last error\t%s\nresult\t%s\n", r.LastError, r.Result)
+				fmt.Fprintf(w, "last error\t%s\nresult\t%s\n", lastError(r), r.Result)
 				w.Flush()
 				fmt.Fprintln(g.stdout, "payload:")
 				var pretty map[string]any
@@ -396,7 +399,22 @@ func outboxCmd(g *globals) *cobra.Command {
 					return fmt.Errorf("outbox retry: %q is not a row id", args[0])
 				}
 				if err := st.Requeue(cmd.Context(), id); err != nil {
-					return err
+					if !errors.Is(err, store.ErrNotFound) {
+						return err
+					}
+					r, gerr := st.Get(cmd.Context(), id)
+					switch {
+					case errors.Is(gerr, store.ErrNotFound):
+						return fmt.Errorf("outbox retry: there is no row %d", id)
+					case gerr != nil:
+						return gerr
+					case r.Status == store.StatusDone:
+						return fmt.Errorf("outbox retry: row %d is done (completed %s), not parked; only parked rows are requeued",
+							id, r.CompletedAt.UTC().Format(time.DateTime))
+					default:
+						return fmt.Errorf("outbox retry: row %d is %s, not parked: it is already waiting for a sweep (attempts %d, next attempt %s)",
+							id, r.Status, r.Attempts, r.NextAttemptAt.UTC().Format(time.DateTime))
+					}
 				}
 				fmt.Fprintf(g.stdout, "requeued row %d\n", id)
 				return nil
@@ -406,6 +424,15 @@ func outboxCmd(g *globals) *cobra.Command {
 	retry.Flags().BoolVar(&allParked, "all-parked", false, "requeue every parked row")
 	c.AddCommand(list, show, retry)
 	return c
+}
+
+// lastError is a row's last error as the commands show it: a done row's is
+// from an attempt before the one that succeeded, and says so.
+func lastError(r store.Row) string {
+	if r.Status == store.StatusDone && r.LastError != "" {
+		return "(before it succeeded) " + r.LastError
+	}
+	return r.LastError
 }
 
 func oneLine(s string, n int) string {

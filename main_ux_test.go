@@ -305,3 +305,83 @@ effect   = "log"
 		t.Errorf("the failure was not logged:\n%s", d.Stderr.String())
 	}
 }
+
+// Issue 16.6: the outbox commands tell the truth: an unknown status is
+// refused naming the valid ones, retry of a row that is not parked says what
+// it is, ATTEMPTS counts the attempt that succeeded, and a done row's old
+// error is labelled as such.
+func TestOutboxCommandsTellTheTruth(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ackd.db")
+	hook := procNewHook(t, http.StatusServiceUnavailable, false)
+	cfg := procWriteConfig(t, dir, "ackd.toml", fmt.Sprintf(`
+[sweep]
+immediate = false
+interval  = "1h"
+
+[[route]]
+name   = "log"
+event  = "app_mention"
+effect = "log"
+
+[[route]]
+name   = "fwd"
+event  = "app_mention"
+effect = "forward"
+url    = %q
+`, hook.URL))
+	d := procServe(t, procServeOpts{Config: cfg, DB: db})
+	d.mustPostEvent(procMention("EvTruth1", "one"))
+	d.stop()
+	ackd := func(args ...string) procResult {
+		t.Helper()
+		return procRun(t, procEnv(), append(args, "--db", db, "--config", cfg)...)
+	}
+	sdb := procOpenDB(t, db)
+	if out := ackd("sweep", "--once").Stdout; out != "claimed=2 done=1 retried=1 parked=0 fenced=0\n" {
+		t.Fatalf("first sweep: %q", out)
+	}
+	hook.status.Store(http.StatusOK)
+	if _, err := sdb.Exec(`UPDATE outbox SET next_attempt_at = 0 WHERE status = 'pending'`); err != nil {
+		t.Fatal(err)
+	}
+	if out := ackd("sweep", "--once").Stdout; out != "claimed=1 done=1 retried=0 parked=0 fenced=0\n" {
+		t.Fatalf("second sweep: %q", out)
+	}
+
+	list := ackd("outbox", "list")
+	rows := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(list.Stdout), "\n")[1:] {
+		f := strings.Fields(line)
+		rows[f[6]] = f
+	}
+	if f := rows["EvTruth1:log"]; len(f) != 7 || f[1] != "done" || f[3] != "1" {
+		t.Errorf("log row done on its first attempt: %q, want status done, ATTEMPTS 1, no last error", f)
+	}
+	if f := rows["EvTruth1:fwd"]; len(f) < 8 || f[1] != "done" || f[3] != "2" || !strings.Contains(strings.Join(f[7:], " "), "(before it succeeded) http_503") {
+		t.Errorf("forward row done on its second attempt: %q, want ATTEMPTS 2 and a labelled last error", f)
+	}
+
+	bogus := ackd("outbox", "list", "--status", "bogus")
+	if bogus.Code == 0 || !strings.Contains(bogus.Stderr, `--status "bogus" is not a status; use one of pending, done, parked`) {
+		t.Errorf("outbox list --status bogus: exit %d, stderr %q", bogus.Code, bogus.Stderr)
+	}
+
+	id := rows["EvTruth1:log"][0]
+	done := ackd("outbox", "retry", id)
+	if done.Code == 0 || !strings.Contains(done.Stderr, "row "+id+" is done") || strings.Contains(done.Stderr, "not found") {
+		t.Errorf("outbox retry of a done row: exit %d, stderr %q", done.Code, done.Stderr)
+	}
+	if _, err := sdb.Exec(`UPDATE outbox SET status = 'pending', completed_at = NULL WHERE id = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	pending := ackd("outbox", "retry", id)
+	if pending.Code == 0 || !strings.Contains(pending.Stderr, "row "+id+" is pending, not parked") {
+		t.Errorf("outbox retry of a pending row: exit %d, stderr %q", pending.Code, pending.Stderr)
+	}
+	missing := ackd("outbox", "retry", "999999")
+	if missing.Code == 0 || !strings.Contains(missing.Stderr, "there is no row 999999") {
+		t.Errorf("outbox retry of a missing row: exit %d, stderr %q", missing.Code, missing.Stderr)
+	}
+}

@@ -9,6 +9,9 @@ const (
 	StatusParked  = "parked"
 )
 
+// Statuses lists every status, in the order a row moves through them.
+var Statuses = []string{StatusPending, StatusDone, StatusParked}
+
 // Row is one outbox row as the sweep and the operator commands see it.
 type Row struct {
 	ID             int64
@@ -16,11 +19,11 @@ type Row struct {
 	Effect         string
 	Payload        string // JSON; carries everything needed to perform the effect
 	Status         string
-	Attempts       int
+	Attempts       int // attempts made: failed ones, plus the successful one once done
 	ClaimToken     string
 	ClaimExpiresAt time.Time // zero when not claimed
 	NextAttemptAt  time.Time
-	LastError      string
+	LastError      string // the last failed attempt's error; a done row may keep one from before its success
 	Result         string
 	CreatedAt      time.Time
 	CompletedAt    time.Time // zero until done
