@@ -3,9 +3,11 @@ package main
 // Issue 16: what a new user trips over, tested through the real binary.
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -384,4 +386,59 @@ url    = %q
 	if missing.Code == 0 || !strings.Contains(missing.Stderr, "there is no row 999999") {
 		t.Errorf("outbox retry of a missing row: exit %d, stderr %q", missing.Code, missing.Stderr)
 	}
+}
+
+// procRunIn runs ackd with args in directory dir.
+func procRunIn(tb testing.TB, dir string, env []string, args ...string) procResult {
+	tb.Helper()
+	cmd := exec.Command(procBin, args...)
+	cmd.Dir, cmd.Env = dir, env
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		tb.Fatalf("ackd %s: %v", strings.Join(args, " "), err)
+	}
+	return procResult{Code: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}
+}
+
+// Issue 16.7: a relative db in a config file is beside the config file,
+// whatever directory the command runs in; --db stays relative to the
+// working directory, and a PostgreSQL URL is not a path.
+func TestRelativeDBIsBesideTheConfigFile(t *testing.T) {
+	t.Parallel()
+	etc, elsewhere := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(etc, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := procWriteConfig(t, etc, "ackd.toml", "db = \"data/ackd.db\"\n")
+	want := filepath.Join(etc, "data", "ackd.db")
+
+	m := procRunIn(t, elsewhere, procEnv(), "migrate", "--config", cfg)
+	if m.Code != 0 || m.Stdout != want+": schema version "+fmt.Sprint(schemaVersion(t))+"\n" {
+		t.Fatalf("migrate --config from another directory: exit %d stdout %q stderr %q", m.Code, m.Stdout, m.Stderr)
+	}
+	if _, err := os.Stat(want); err != nil {
+		t.Fatalf("the database is not beside the config file: %v", err)
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Errorf("files were created in the working directory: %v", entries)
+	}
+	if st := procRunIn(t, t.TempDir(), procEnv(), "status", "--config", cfg); st.Code != 0 || !strings.Contains(st.Stdout, want) {
+		t.Errorf("status --config from a third directory: exit %d stdout %q stderr %q", st.Code, st.Stdout, st.Stderr)
+	}
+	if st := procRunIn(t, elsewhere, procEnv(), "status", "--config", cfg, "--db", "flag.db"); st.Code == 0 || !strings.Contains(st.Stderr, "flag.db") {
+		t.Errorf("--db is relative to the working directory: exit %d stderr %q", st.Code, st.Stderr)
+	}
+}
+
+// schemaVersion is the number of migrations in the embedded schema.sql.
+func schemaVersion(tb testing.TB) int {
+	tb.Helper()
+	b, err := os.ReadFile("schema.sql")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return strings.Count(string(b), "\n-- migrate: ")
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -198,6 +199,16 @@ func Load(path string) (Config, error) {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	cfg.Source = path
+	// A relative db in the file means "beside this file", wherever the
+	// command runs from (`ackd status --config /etc/ackd/ackd.toml` in
+	// another directory must find the same database). The built-in default,
+	// ACKD_DB and --db stay relative to the working directory.
+	var set struct {
+		DB *string `toml:"db"`
+	}
+	if toml.Unmarshal(b, &set) == nil && set.DB != nil && !IsPostgres(cfg.DB) && !filepath.IsAbs(cfg.DB) {
+		cfg.DB = filepath.Join(filepath.Dir(path), cfg.DB)
+	}
 	return cfg, nil
 }
 
