@@ -276,7 +276,7 @@ func statusCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "status",
-		Short: "Outbox rows by status, receipts, and the oldest pending row's age",
+		Short: "Outbox rows by status, receipts, the oldest pending row's age, and the daemons running on the database",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withStore(cmd.Context(), false, func(st store.Store, cfg daemon.Config) error {
@@ -284,11 +284,23 @@ func statusCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				daemons, err := st.Instances(cmd.Context(), daemon.InstanceStale)
+				if err != nil {
+					return err
+				}
+				now := st.Now()
 				if asJSON {
+					running := []map[string]any{}
+					for _, in := range daemons {
+						running = append(running, map[string]any{"pid": in.PID, "host": in.Host, "listen": in.Listen,
+							"started_at":            in.StartedAt.UTC().Format(time.RFC3339),
+							"heartbeat_age_seconds": int64(max(0, now.Sub(in.HeartbeatAt)).Seconds())})
+					}
 					return json.NewEncoder(g.stdout).Encode(map[string]any{
 						"db": cfg.DB, "schema_version": s.SchemaVersion, "receipts": s.Receipts,
 						"pending": s.Pending, "leased": s.Leased, "done": s.Done, "parked": s.Parked,
 						"oldest_pending_seconds": int64(s.OldestPending.Seconds()),
+						"daemons":                running,
 					})
 				}
 				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
@@ -298,6 +310,16 @@ func statusCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "done\t%d\n", s.Done)
 				fmt.Fprintf(w, "parked\t%d\n", s.Parked)
 				fmt.Fprintf(w, "oldest pending\t%s\n", s.OldestPending.Round(time.Second))
+				if len(daemons) == 0 {
+					fmt.Fprintf(w, "daemons\tnone running (no heartbeat in the last %s)\n", daemon.InstanceStale)
+				}
+				for i, in := range daemons {
+					label := ""
+					if i == 0 {
+						label = "daemons"
+					}
+					fmt.Fprintf(w, "%s\t%s\n", label, daemon.DescribeInstance(in, now))
+				}
 				return w.Flush()
 			})
 		},

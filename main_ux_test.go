@@ -3,8 +3,11 @@ package main
 // Issue 16: what a new user trips over, tested through the real binary.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -441,4 +444,60 @@ func schemaVersion(tb testing.TB) int {
 		tb.Fatal(err)
 	}
 	return strings.Count(string(b), "\n-- migrate: ")
+}
+
+// Issue 16.8: a second `ackd serve` on the same database warns naming the
+// first; `status` lists the running daemons and forgets one that stopped;
+// a serve that cannot bind leaves no database behind.
+func TestSecondDaemonOnTheSameDatabase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ackd.db")
+	first := procServe(t, procServeOpts{DB: db})
+	second := procServe(t, procServeOpts{DB: db})
+	warn := fmt.Sprintf("pid %d on host", first.cmd.Process.Pid)
+	if !strings.Contains(second.Stderr.String(), "another ackd serve is running on this database") ||
+		!strings.Contains(second.Stderr.String(), warn) {
+		t.Errorf("the second daemon did not warn naming %q:\n%s", warn, second.Stderr.String())
+	}
+	if strings.Contains(first.Stderr.String(), "another ackd serve") {
+		t.Errorf("the first daemon warned about a daemon that started after it")
+	}
+	st := procMustRun(t, procEnv(), "status", "--db", db).Stdout
+	for _, d := range []*procDaemon{first, second} {
+		if !strings.Contains(st, fmt.Sprintf("pid %d on host", d.cmd.Process.Pid)) || !strings.Contains(st, "listening on "+d.Addr) {
+			t.Errorf("status does not list the daemon pid %d on %s:\n%s", d.cmd.Process.Pid, d.Addr, st)
+		}
+	}
+	var js struct {
+		Daemons []struct {
+			PID    int    `json:"pid"`
+			Listen string `json:"listen"`
+		} `json:"daemons"`
+	}
+	out := procMustRun(t, procEnv(), "status", "--json", "--db", db).Stdout
+	if err := json.Unmarshal([]byte(out), &js); err != nil || len(js.Daemons) != 2 || js.Daemons[0].PID != first.cmd.Process.Pid {
+		t.Errorf("status --json daemons: %q (%v)", out, err)
+	}
+	second.stop()
+	first.stop()
+	if st := procMustRun(t, procEnv(), "status", "--db", db).Stdout; !strings.Contains(st, "none running") {
+		t.Errorf("status after both stopped:\n%s", st)
+	}
+
+	t.Run("a serve that cannot bind creates no database", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		fresh := filepath.Join(t.TempDir(), "new.db")
+		r := procRun(t, procEnv(), "serve", "--listen", ln.Addr().String(), "--db", fresh)
+		if r.Code == 0 || !strings.Contains(r.Stderr, "address already in use") {
+			t.Fatalf("serve on a taken port: exit %d stderr %q", r.Code, r.Stderr)
+		}
+		if _, err := os.Stat(fresh); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("a serve that could not bind left %s behind (%v)", fresh, err)
+		}
+	})
 }

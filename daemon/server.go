@@ -87,6 +87,7 @@ type Server struct {
 
 	sweepOK   atomic.Int64    // unix ms of the last sweep that did not fail on the database
 	running   [2]atomic.Int64 // per loop (ticker, immediate): unix ms its sweep started; 0 when idle
+	instance  store.Instance  // this process in ackd_instances
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -142,6 +143,39 @@ func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) swe
 // Open opens the database, binds the listener and starts the background
 // loops. On error everything opened so far is closed.
 func (s *Server) Open(ctx context.Context) (err error) {
+	// Bind first: a daemon that cannot listen must not leave a new,
+	// empty database behind.
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+	}
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
+	if s.cfg.Metrics.Listen != "" {
+		mln, err := net.Listen("tcp", s.cfg.Metrics.Listen)
+		if err != nil {
+			return fmt.Errorf("metrics.listen %s: %w", s.cfg.Metrics.Listen, err)
+		}
+		defer func() {
+			if err != nil {
+				mln.Close()
+			}
+		}()
+		s.metricsLn = mln
+		s.metricsHTTP = &http.Server{
+			Handler: s.operatorMux(http.NewServeMux()),
+			// A scrape or a health probe is a small GET.
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      15 * time.Second,
+			IdleTimeout:       90 * time.Second,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		}
+	}
 	st, err := OpenStore(ctx, s.cfg.DB, s.cfg.StoreOptions(s.opts.Schema, s.opts.Now))
 	if err != nil {
 		return err
@@ -162,33 +196,8 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	sc.Skip = ec.Unavailable()
 	s.sweeper = sweep.New(st, sweep.Effects(ec), sc, s.opts.Logger, s.metrics)
 
-	ln, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
-	}
 	s.ln = ln
-	defer func() {
-		if err != nil {
-			ln.Close()
-		}
-	}()
-	if s.cfg.Metrics.Listen != "" {
-		mln, err := net.Listen("tcp", s.cfg.Metrics.Listen)
-		if err != nil {
-			return fmt.Errorf("metrics.listen %s: %w", s.cfg.Metrics.Listen, err)
-		}
-		s.metricsLn = mln
-		s.metricsHTTP = &http.Server{
-			Handler: s.operatorMux(http.NewServeMux()),
-			// A scrape or a health probe is a small GET.
-			ReadHeaderTimeout: 5 * time.Second,
-			ReadTimeout:       10 * time.Second,
-			WriteTimeout:      15 * time.Second,
-			IdleTimeout:       90 * time.Second,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		}
-	}
+	s.announce(ctx)
 	s.http = &http.Server{
 		Handler: s.Handler(),
 		// Slack sends small bodies and needs its answer within 3s: a client
@@ -220,6 +229,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	s.goLoop(s.tickerLoop)
 	s.goLoop(s.immediateLoop)
 	s.goLoop(s.pruneLoop)
+	s.goLoop(s.heartbeatLoop)
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
 	}
@@ -312,13 +322,26 @@ func (s *Server) Close() error {
 			s.cancel()
 		}
 		s.wg.Wait()
+		if s.store != nil && s.instance.ID != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			// Not a shutdown failure: the row goes stale and status stops
+			// listing this daemon after InstanceStale.
+			if err := s.store.Retire(ctx, s.instance.ID); err != nil {
+				s.log.Warn("could not remove this daemon from ackd_instances", "err", err)
+			}
+			cancel()
+		}
 		if s.store != nil {
 			if err := s.store.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close database: %w", err))
 			}
 		}
 		s.closeErr = errors.Join(errs...)
-		s.log.Info("stopped", "err", s.closeErr)
+		if s.closeErr != nil {
+			s.log.Error("stopped with errors", "err", s.closeErr)
+		} else {
+			s.log.Info("stopped")
+		}
 	})
 	return s.closeErr
 }

@@ -89,3 +89,13 @@ type EventCheck struct {
 	WithRows int      // ids with at least one outbox row keyed "{id}:…"
 	Missing  []string // ids without a receipt (first few)
 }
+
+// Instance is one running `ackd serve` on the database (table ackd_instances).
+type Instance struct {
+	ID          string // random per process start
+	PID         int
+	Host        string
+	Listen      string
+	StartedAt   time.Time
+	HeartbeatAt time.Time // set by the store on Heartbeat
+}

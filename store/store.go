@@ -88,6 +88,17 @@ type Store interface {
 	// BusyErrors counts lock-contention errors seen (a metric).
 	BusyErrors() int64
 
+	// Instances: the running `ackd serve` processes on this database.
+	//
+	// Heartbeat inserts or refreshes in's row (heartbeat_at = now) and
+	// deletes rows whose heartbeat is older than a day (crashed daemons).
+	Heartbeat(ctx context.Context, in Instance) error
+	// Instances returns the instances whose heartbeat is at most fresh old,
+	// oldest start first.
+	Instances(ctx context.Context, fresh time.Duration) ([]Instance, error)
+	// Retire deletes instance id's row (a clean shutdown).
+	Retire(ctx context.Context, id string) error
+
 	// Now is the clock the store stamps rows with.
 	Now() time.Time
 	// Engine names the engine ("sqlite", "postgres"); Location says where
