@@ -525,17 +525,24 @@ func sendCmd(g *globals) *cobra.Command {
 				}
 				url = g.baseURL() + path
 			}
-			status, resp, err := slacksim.Send(cmd.Context(), slacksim.SendOptions{
+			a, err := slacksim.SendAnswer(cmd.Context(), slacksim.SendOptions{
 				URL: url, Secret: sec, Body: body, Form: form, RetryNum: retryNum})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "%d %s\n", status, http.StatusText(status))
-			if len(resp) > 0 {
-				fmt.Fprintln(g.stdout, strings.TrimSpace(string(resp)))
+			line := fmt.Sprintf("%d %s", a.Status, http.StatusText(a.Status))
+			if o := a.Header.Get(daemon.HeaderOutcome); o != "" {
+				line += " (ackd: " + outcomeText(o, a.Header.Get(daemon.HeaderReason)) + ")"
 			}
-			if status >= 300 {
-				return fmt.Errorf("ackd answered %d", status)
+			fmt.Fprintln(g.stdout, line)
+			if resp := strings.TrimSpace(string(a.Body)); resp != "" && resp != http.StatusText(a.Status) {
+				fmt.Fprintln(g.stdout, resp)
+			}
+			switch {
+			case a.Status == http.StatusUnauthorized:
+				return errors.New("ackd answered 401: the signing secret differs from the daemon's, or the clock is off (signatures are valid for 5 minutes)")
+			case a.Status >= 300:
+				return fmt.Errorf("ackd answered %d", a.Status)
 			}
 			return nil
 		},
@@ -544,6 +551,27 @@ func sendCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&form, "form", false, "the file is a form body (slash command or interaction), not Events API JSON")
 	c.Flags().IntVar(&retryNum, "retry-num", 0, "add X-Slack-Retry-Num: N and X-Slack-Retry-Reason: http_timeout")
 	return c
+}
+
+// outcomeText says what ackd decided, from its X-Ackd-Outcome header.
+func outcomeText(outcome, reason string) string {
+	switch outcome {
+	case "first":
+		return "first delivery, recorded"
+	case "duplicate":
+		return "duplicate, already recorded: nothing added"
+	case "ignored":
+		if reason != "" {
+			return "ignored (" + reason + "), nothing recorded"
+		}
+		return "ignored, nothing recorded"
+	case "challenge":
+		return "url_verification challenge answered"
+	case "failed":
+		return "failed: not recorded within the ack budget"
+	default:
+		return outcome
+	}
 }
 
 func versionCmd(g *globals) *cobra.Command {

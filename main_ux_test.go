@@ -501,3 +501,47 @@ func TestSecondDaemonOnTheSameDatabase(t *testing.T) {
 		}
 	})
 }
+
+// Issue 16.5: ackd says what it decided in X-Ackd-Outcome, and `ackd send`
+// prints it: a first delivery and a duplicate no longer look the same, an
+// ignored event says why, and a 401 says what to check.
+func TestSendSaysWhatAckdDecided(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d := procServe(t, procServeOpts{Config: "examples/ackd.toml", DB: filepath.Join(dir, "ackd.db")})
+	send := func(env []string, args ...string) procResult {
+		t.Helper()
+		return procRun(t, env, append([]string{"send", "--listen", d.Addr}, args...)...)
+	}
+	for _, tc := range []struct {
+		file, want string
+	}{
+		{"examples/app_mention.json", "200 OK (ackd: first delivery, recorded)\n"},
+		{"examples/app_mention.json", "200 OK (ackd: duplicate, already recorded: nothing added)\n"},
+		{"examples/message_bot.json", "200 OK (ackd: ignored (bot_message), nothing recorded)\n"},
+		{"examples/message_edited.json", "200 OK (ackd: ignored (unhandled_subtype), nothing recorded)\n"},
+	} {
+		if r := send(procEnv(), tc.file); r.Code != 0 || r.Stdout != tc.want {
+			t.Errorf("send %s: exit %d stdout %q, want %q", tc.file, r.Code, r.Stdout, tc.want)
+		}
+	}
+	bad := send(procEnv("SLACK_SIGNING_SECRET=not-the-daemons"), "examples/app_mention.json")
+	if bad.Code == 0 || bad.Stdout != "401 Unauthorized (ackd: rejected)\n" ||
+		!strings.Contains(bad.Stderr, "the signing secret differs from the daemon's, or the clock is off") {
+		t.Errorf("send with the wrong secret: exit %d stdout %q stderr %q", bad.Code, bad.Stdout, bad.Stderr)
+	}
+
+	// curl sees the same header.
+	resp, err := procClient.Get(d.URL + "/slack/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Ackd-Outcome"); got != "rejected" {
+		t.Errorf("GET /slack/events: X-Ackd-Outcome %q, want rejected", got)
+	}
+	d.stop()
+	if strings.Contains(d.Stderr.String(), `"err":null`) {
+		t.Errorf("the shutdown logged err:null:\n%s", d.Stderr.String())
+	}
+}

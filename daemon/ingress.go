@@ -24,6 +24,13 @@ const (
 	outcomeFailed    = "failed"    // intent not durable within the ack budget
 )
 
+// Headers on every answer to a Slack request: the outcome above, and for an
+// ignored request why (unhandled_subtype, bot_message, unrouted, …).
+const (
+	HeaderOutcome = "X-Ackd-Outcome"
+	HeaderReason  = "X-Ackd-Reason"
+)
+
 // request is one Slack request after the body was read and verified.
 type request struct {
 	r     *http.Request
@@ -74,6 +81,12 @@ func (s *Server) slackHandler(endpoint string, h func(ctx context.Context, req r
 		}
 		if len(a.body) > 0 {
 			w.Header().Set("Content-Type", a.ctype)
+		}
+		// What ackd decided, for `ackd send` and anyone debugging with curl;
+		// Slack ignores it.
+		w.Header().Set(HeaderOutcome, a.outcome)
+		if a.outcome == outcomeIgnored && a.reason != "" {
+			w.Header().Set(HeaderReason, a.reason)
 		}
 		if a.status >= 400 && len(a.body) == 0 {
 			http.Error(w, http.StatusText(a.status), a.status)

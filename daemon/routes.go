@@ -30,11 +30,13 @@ func (c *Config) eventRows(env Envelope, body []byte) ([]store.NewRow, string, e
 		return nil, ignoredChannel, nil
 	}
 	if messageLike(in.Type) {
-		if in.Type == "message" && !slices.Contains(f.Subtypes, in.Subtype) {
-			return nil, ignoredSubtype, nil
-		}
+		// Bots first: a bot's message (subtype bot_message, or any message
+		// carrying bot_id) is ignored as one, whatever its subtype.
 		if f.IgnoreBots && in.BotID != "" {
 			return nil, ignoredBot, nil
+		}
+		if in.Type == "message" && !slices.Contains(f.Subtypes, in.Subtype) {
+			return nil, ignoredSubtype, nil
 		}
 		if c.Slack.BotUserID != "" && in.User == c.Slack.BotUserID {
 			return nil, ignoredOwn, nil
