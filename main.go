@@ -66,13 +66,36 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	pf := root.PersistentFlags()
-	pf.StringVar(&g.config, "config", "", "TOML config file (env ACKD_CONFIG); none = built-in dry-run defaults")
-	pf.StringVar(&g.db, "db", "", "SQLite database file (env ACKD_DB; default ./ackd.db)")
-	pf.StringVar(&g.listen, "listen", "", "listen address (env ACKD_LISTEN; default 127.0.0.1:3000)")
-	root.AddCommand(serveCmd(g), sweepCmd(g), migrateCmd(g), statusCmd(g), outboxCmd(g), pruneCmd(g),
-		sendCmd(g), benchCmd(g), versionCmd(g), ceilingCmd(g))
+	// --config is accepted everywhere (`ackd --config /etc/ackd/ackd.toml
+	// outbox list`); --db and --listen only where they mean something.
+	root.PersistentFlags().StringVar(&g.config, "config", "", "TOML config file (env ACKD_CONFIG); none = built-in dry-run defaults")
+	root.AddCommand(
+		g.with(serveCmd(g), "db", "listen"),
+		g.with(sweepCmd(g), "db"),
+		g.with(migrateCmd(g), "db"),
+		g.with(statusCmd(g), "db"),
+		g.with(outboxCmd(g), "db"),
+		g.with(pruneCmd(g), "db"),
+		g.with(sendCmd(g), "listen"),
+		g.with(benchCmd(g), "db", "listen"),
+		versionCmd(g),
+		g.with(ceilingCmd(g), "listen"))
 	return root
+}
+
+// with registers the shared flags --db and --listen on c (persistent, so
+// that subcommands such as outbox list inherit them).
+func (g *globals) with(c *cobra.Command, flags ...string) *cobra.Command {
+	pf := c.PersistentFlags()
+	for _, f := range flags {
+		switch f {
+		case "db":
+			pf.StringVar(&g.db, "db", "", "SQLite database file (env ACKD_DB; default ./ackd.db)")
+		case "listen":
+			pf.StringVar(&g.listen, "listen", "", "address of the daemon's HTTP listener (env ACKD_LISTEN; default 127.0.0.1:3000)")
+		}
+	}
+	return c
 }
 
 // loadConfig resolves the configuration: file (or defaults) < env < flags.
@@ -160,7 +183,17 @@ func serveCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: Slack ingress, sweep ticker, pruner, /healthz, /metrics",
-		Args:  cobra.NoArgs,
+		Long: "Run the daemon: Slack ingress (/slack/events, /slack/commands, /slack/interactivity),\n" +
+			"the sweep ticker and immediate trigger, the pruner, /healthz and /metrics.\n\n" +
+			"Environment (each secret may instead be given as a file named by …_FILE, e.g. a\n" +
+			"systemd credential; never on the command line):\n" +
+			"  SLACK_SIGNING_SECRET  required: the app's signing secret; serve refuses to start without it\n" +
+			"  SLACK_BOT_TOKEN       bot token for post, react, update (without it their rows stay pending)\n" +
+			"  ACKD_FORWARD_SECRET   signs forward requests (X-Ackd-Signature)\n" +
+			"  SLACK_API_URL         Web API base URL (tests, proxies)\n" +
+			"  ACKD_CONFIG, ACKD_DB, ACKD_LISTEN  as --config, --db, --listen\n" +
+			"  ACKD_LOG_LEVEL        debug, info (default), warn, error",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.loadConfig()
 			if err != nil {

@@ -545,3 +545,76 @@ func TestSendSaysWhatAckdDecided(t *testing.T) {
 		t.Errorf("the shutdown logged err:null:\n%s", d.Stderr.String())
 	}
 }
+
+// Issue 16.11: a forward's reply is posted by the immediate sweep, not after
+// the ticker (an hour here).
+func TestForwardReplyIsSweptAtOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	api := fakeslack.New(t, "xoxb-test")
+	hook := fakeslack.NewHook(t)
+	hook.Script(fakeslack.Response{Body: `{"text":"deployed"}`})
+	cfg := procWriteConfig(t, dir, "ackd.toml", fmt.Sprintf(`
+[slack]
+api_url = %q
+
+[sweep]
+interval = "1h"
+
+[[route]]
+name   = "fwd"
+event  = "app_mention"
+effect = "forward"
+url    = %q
+`, api.URL(), hook.URL()))
+	d := procServe(t, procServeOpts{Config: cfg, DB: filepath.Join(dir, "ackd.db"), Env: procEnv("SLACK_BOT_TOKEN=xoxb-test")})
+	d.mustPostEvent(procMention("EvReply1", "deploy"))
+	procWaitFor(t, "the reply to be posted", 20*time.Second, func() bool {
+		return len(api.CallsTo("chat.postMessage")) == 1
+	})
+	if got := api.CallsTo("chat.postMessage")[0].Params.Get("text"); got != "deployed" {
+		t.Errorf("posted %q, want the handler's reply", got)
+	}
+	d.stop()
+}
+
+// Issue 16.11: serve --help says the signing secret is required and lists
+// the environment; --db and --listen appear only where they are used.
+func TestHelpNamesWhatEachCommandUses(t *testing.T) {
+	t.Parallel()
+	help := func(args ...string) string {
+		t.Helper()
+		return procMustRun(t, procEnv(), append(args, "--help")...).Stdout
+	}
+	serve := help("serve")
+	for _, want := range []string{"SLACK_SIGNING_SECRET  required", "SLACK_BOT_TOKEN", "ACKD_FORWARD_SECRET", "SLACK_API_URL", "ACKD_LOG_LEVEL", "_FILE", "--db", "--listen"} {
+		if !strings.Contains(serve, want) {
+			t.Errorf("serve --help lacks %q:\n%s", want, serve)
+		}
+	}
+	for _, tc := range []struct {
+		cmd        []string
+		db, listen bool
+	}{
+		{[]string{"version"}, false, false},
+		{[]string{"send"}, false, true}, // --listen finds the daemon to send to
+		{[]string{"status"}, true, false},
+		{[]string{"outbox", "list"}, true, false},
+		{[]string{"sweep"}, true, false},
+		{[]string{"migrate"}, true, false},
+	} {
+		h := help(tc.cmd...)
+		if got := strings.Contains(h, "--db "); got != tc.db {
+			t.Errorf("%v --help shows --db: %v, want %v", tc.cmd, got, tc.db)
+		}
+		if got := strings.Contains(h, "--listen "); got != tc.listen {
+			t.Errorf("%v --help shows --listen: %v, want %v", tc.cmd, got, tc.listen)
+		}
+	}
+	if r := procRun(t, procEnv(), "version", "--db", "x.db"); r.Code == 0 {
+		t.Errorf("version --db was accepted")
+	}
+	if r := procMustRun(t, procEnv(), "completion", "bash"); !strings.Contains(r.Stdout, "bash completion") {
+		t.Errorf("ackd completion bash printed no completion script")
+	}
+}

@@ -410,7 +410,7 @@ func (s *Server) every(d time.Duration, fn func()) {
 
 // immediateLoop runs the sweep right after first deliveries. It drains
 // while sweeps come back full, so a burst is worked off without waiting for
-// the ticker. It is an optimisation: without it the ticker delivers all.
+// the ticker, and sweeps once more for follow-ups (a forward's reply). It is an optimisation: without it the ticker delivers all.
 func (s *Server) immediateLoop() {
 	for {
 		select {
@@ -425,7 +425,9 @@ func (s *Server) immediateLoop() {
 					}
 					break
 				}
-				if res.Claimed < s.sweeper.Config().Batch {
+				// Again while sweeps come back full, and when a completion
+				// enqueued a follow-up (a forward's reply), which is due now.
+				if res.Claimed < s.sweeper.Config().Batch && res.FollowUps == 0 {
 					break
 				}
 			}

@@ -72,6 +72,9 @@ type Observer interface {
 // Result counts one sweep's rows by what happened to them.
 type Result struct {
 	Claimed, Done, Retried, Parked, Fenced, Abandoned, Skipped int
+	// FollowUps counts rows enqueued by completions (a forward's reply):
+	// they are due at once, so the immediate trigger sweeps again for them.
+	FollowUps int
 }
 
 // String is the summary `ackd sweep --once` prints; skipped=N is added only
@@ -147,12 +150,13 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 		return res, nil
 	}
 	outcomes := make([]string, len(rows))
+	followUps := make([]int, len(rows))
 	errs := make([]error, len(rows))
 	var g errgroup.Group
 	g.SetLimit(s.cfg.Workers)
 	for i, row := range rows {
 		g.Go(func() error {
-			outcomes[i], errs[i] = s.perform(ctx, token, leaseEnd, row)
+			outcomes[i], followUps[i], errs[i] = s.perform(ctx, token, leaseEnd, row)
 			return nil
 		})
 	}
@@ -162,6 +166,7 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 		switch o {
 		case OutcomeDone:
 			res.Done++
+			res.FollowUps += followUps[i]
 		case OutcomeRetry, OutcomeRateLimited:
 			res.Retried++
 		case OutcomeParked:
@@ -182,7 +187,14 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 
 // perform runs one row's effect and records the result, fenced by token. Its
 // error is a database error; the effect's own failure is recorded on the row.
-func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time, row store.Row) (outcome string, err error) {
+func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time, row store.Row) (outcome string, followUps int, err error) {
+	outcome, err = s.attempt(ctx, token, leaseEnd, row, &followUps)
+	return outcome, followUps, err
+}
+
+// attempt is perform's body; a done row's enqueued follow-ups are counted
+// into *followUps.
+func (s *Sweeper) attempt(ctx context.Context, token string, leaseEnd time.Time, row store.Row, followUps *int) (outcome string, err error) {
 	job := Job{Row: row, Attempt: row.Attempts + 1}
 	log := s.log.With("id", row.ID, "key", row.Key, "effect", row.Effect, "attempt", job.Attempt)
 	start := time.Now()
@@ -240,6 +252,7 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 				"outcome", OutcomeFenced, "latency_ms", took.Milliseconds(), "lease", s.cfg.Lease)
 			return OutcomeFenced, nil
 		}
+		*followUps = len(out.FollowUps)
 		log.Info("effect done", "outcome", OutcomeDone, "latency_ms", took.Milliseconds(), "follow_ups", len(out.FollowUps))
 		return OutcomeDone, nil
 	}
