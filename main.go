@@ -249,8 +249,7 @@ func sweepCmd(g *globals) *cobra.Command {
 				sc := cfg.SweepConfig()
 				sc.Skip = ec.Unavailable()
 				if len(sc.Skip) > 0 {
-					fmt.Fprintf(g.stderr, "ackd sweep: leaving %s rows alone: %s\n",
-						strings.Join(slices.Sorted(maps.Keys(sc.Skip)), ", "), sweep.SkipSummary(sc.Skip))
+					fmt.Fprintf(g.stderr, "ackd sweep: not claiming rows this process cannot perform: %s\n", sweep.SkipSummary(sc.Skip))
 				}
 				sw := sweep.New(st, sweep.Effects(ec), sc, log, nil)
 				res, err := sw.RunOnce(ctx)

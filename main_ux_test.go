@@ -53,7 +53,7 @@ reaction = "eyes"
 		if r.Stdout != "claimed=0 done=0 retried=0 parked=0 fenced=0\n" {
 			t.Errorf("stdout %q, want nothing claimed", r.Stdout)
 		}
-		for _, want := range []string{"leaving post, react, update rows alone", "SLACK_BOT_TOKEN is not set", "performed nothing while 1 rows are pending"} {
+		for _, want := range []string{"not claiming rows this process cannot perform: post, react, update (SLACK_BOT_TOKEN is not set)", "SLACK_BOT_TOKEN is not set", "performed nothing while 1 rows are pending"} {
 			if !strings.Contains(r.Stderr, want) {
 				t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
 			}
@@ -64,7 +64,7 @@ reaction = "eyes"
 		}
 
 		ok := procMustRun(t, procEnv("SLACK_BOT_TOKEN=xoxb-test", "SLACK_API_URL="+api.URL()), "sweep", "--once", "--config", cfg, "--db", db)
-		if ok.Stdout != "claimed=1 done=1 retried=0 parked=0 fenced=0\n" || strings.Contains(ok.Stderr, "leaving") {
+		if ok.Stdout != "claimed=1 done=1 retried=0 parked=0 fenced=0\n" || strings.Contains(ok.Stderr, "not claiming") {
 			t.Errorf("sweep --once with the token: stdout %q stderr:\n%s", ok.Stdout, ok.Stderr)
 		}
 		if n := len(api.CallsTo("reactions.add")); n != 1 {
