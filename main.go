@@ -316,10 +316,11 @@ func statusCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				daemons, err := st.Instances(cmd.Context(), daemon.InstanceStale)
+				fresh, err := st.Instances(cmd.Context(), daemon.InstanceStale)
 				if err != nil {
 					return err
 				}
+				daemons := slices.DeleteFunc(fresh, func(in store.Instance) bool { return !daemon.Alive(in) })
 				now := st.Now()
 				if asJSON {
 					running := []map[string]any{}

@@ -485,6 +485,19 @@ func TestSecondDaemonOnTheSameDatabase(t *testing.T) {
 		t.Errorf("status after both stopped:\n%s", st)
 	}
 
+	t.Run("a daemon killed a moment ago is not another daemon", func(t *testing.T) {
+		killed := procServe(t, procServeOpts{DB: db})
+		killed.kill()
+		if st := procMustRun(t, procEnv(), "status", "--db", db).Stdout; !strings.Contains(st, "none running") {
+			t.Errorf("status lists a killed daemon:\n%s", st)
+		}
+		restarted := procServe(t, procServeOpts{DB: db})
+		if strings.Contains(restarted.Stderr.String(), "another ackd serve") {
+			t.Errorf("the restarted daemon warned about the killed one:\n%s", restarted.Stderr.String())
+		}
+		restarted.stop()
+	})
+
 	t.Run("a serve that cannot bind creates no database", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/ackd/ackd/store"
@@ -35,6 +37,9 @@ func (s *Server) announce(ctx context.Context) {
 		s.log.Warn("could not record this daemon in ackd_instances; `ackd status` will not list it", "err", err)
 	}
 	for _, o := range others {
+		if !Alive(o) {
+			continue // killed before its row went stale (a crash, then systemd's restart)
+		}
 		s.log.Warn("another ackd serve is running on this database: both will sweep the same queue (safe, claims are disjoint, but usually a mistake)",
 			"other", DescribeInstance(o, s.opts.Now()), "other_pid", o.PID, "other_host", o.Host, "db", s.cfg.DB)
 	}
@@ -46,6 +51,19 @@ func (s *Server) announce(ctx context.Context) {
 func DescribeInstance(in store.Instance, now time.Time) string {
 	return fmt.Sprintf("pid %d on host %s, listening on %s, started %s, seen %s ago", in.PID, in.Host, in.Listen,
 		in.StartedAt.UTC().Format(time.DateTime+" MST"), max(0, now.Sub(in.HeartbeatAt)).Round(time.Second))
+}
+
+// Alive reports whether an instance with a fresh heartbeat may still be
+// running: on this host, its process must exist (a daemon killed a moment
+// ago, then restarted, is not "another daemon"); on another host it is
+// taken at its heartbeat's word.
+func Alive(in store.Instance) bool {
+	if host, err := os.Hostname(); err != nil || host != in.Host || in.PID <= 0 {
+		return true
+	}
+	// Signal 0 checks for the process without signalling it; EPERM means
+	// it exists under another user.
+	return !errors.Is(syscall.Kill(in.PID, 0), syscall.ESRCH)
 }
 
 func (s *Server) heartbeatLoop() {
