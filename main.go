@@ -573,9 +573,9 @@ func sendCmd(g *globals) *cobra.Command {
 			}
 			switch {
 			case a.Status == http.StatusUnauthorized:
-				return errors.New("ackd answered 401: the signing secret differs from the daemon's, or the clock is off (signatures are valid for 5 minutes)")
+				return errors.New("rejected (401): the signing secret differs from the daemon's, or the clock is off (a signature is valid for 5 minutes)")
 			case a.Status >= 300:
-				return fmt.Errorf("ackd answered %d", a.Status)
+				return fmt.Errorf("the daemon answered %d", a.Status)
 			}
 			return nil
 		},
