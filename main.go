@@ -248,8 +248,8 @@ func sweepCmd(g *globals) *cobra.Command {
 				ec := cfg.EffectConfig(sec, log, nil)
 				sc := cfg.SweepConfig()
 				sc.Skip = ec.Unavailable()
-				if len(sc.Skip) > 0 {
-					fmt.Fprintf(g.stderr, "ackd sweep: not claiming rows this process cannot perform: %s\n", sweep.SkipSummary(sc.Skip))
+				if routed := cfg.RoutedSkips(sc.Skip); len(routed) > 0 {
+					fmt.Fprintf(g.stderr, "ackd sweep: not claiming rows this process cannot perform: %s\n", sweep.SkipSummary(routed))
 				}
 				sw := sweep.New(st, sweep.Effects(ec), sc, log, nil)
 				res, err := sw.RunOnce(ctx)

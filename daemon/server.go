@@ -134,6 +134,21 @@ func (c Config) SweepConfig() sweep.Config {
 		DefaultTimeout: 10 * time.Second}
 }
 
+// RoutedSkips keeps the skipped effects (sweep.Config.Skip) that this
+// configuration's routes make rows for: each route's effect, and post for
+// a forward's reply in an event's thread.
+func (c Config) RoutedSkips(skip map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, r := range c.Routes {
+		for _, e := range []string{r.Effect, map[string]string{"forward": "post"}[r.Effect]} {
+			if why, ok := skip[e]; ok {
+				out[e] = why
+			}
+		}
+	}
+	return out
+}
+
 // EffectConfig maps configuration and secrets onto the effects'.
 func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) sweep.EffectConfig {
 	return sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
@@ -242,7 +257,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		s.log.Warn("a full batch of the slowest effect outlasts the lease: rows late in a batch will wait for the lease to expire; raise sweep.lease or sweep.workers, or lower sweep.batch",
 			"batch", s.cfg.Sweep.Batch, "workers", s.cfg.Sweep.Workers, "slowest_timeout", slowest.String(), "lease", s.cfg.Sweep.Lease.String())
 	}
-	if skip := s.routedSkips(sc.Skip); len(skip) > 0 {
+	if skip := s.cfg.RoutedSkips(sc.Skip); len(skip) > 0 {
 		s.log.Warn("routes name effects this daemon cannot perform: their rows stay pending until a process with the credential sweeps them",
 			"skipped", sweep.SkipSummary(skip))
 	}
@@ -257,17 +272,6 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	}
 	s.notifyStatus()
 	return nil
-}
-
-// routedSkips keeps the skipped effects that a route names.
-func (s *Server) routedSkips(skip map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, r := range s.cfg.Routes {
-		if why, ok := skip[r.Effect]; ok {
-			out[r.Effect] = why
-		}
-	}
-	return out
 }
 
 func (s *Server) goLoop(fn func()) {
