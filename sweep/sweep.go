@@ -9,6 +9,12 @@
 //
 // Delivery is at-least-once: the effect happens before its completion is
 // written, so a crash (or a lost lease) between the two repeats the effect.
+//
+// A sweep touches only rows it can perform: effects whose credential the
+// process lacks (EffectConfig.Unavailable, passed as Config.Skip) are left
+// out of the claim, and a performer that finds a row it cannot do (a signed
+// forward without the secret) gives it back untouched (class Unavailable,
+// outcome skipped) rather than parking it.
 package sweep
 
 import (
