@@ -512,6 +512,14 @@ func TestSecondDaemonOnTheSameDatabase(t *testing.T) {
 		if _, err := os.Stat(fresh); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("a serve that could not bind left %s behind (%v)", fresh, err)
 		}
+		cfg := procWriteConfig(t, t.TempDir(), "ackd.toml", fmt.Sprintf("[metrics]\nlisten = %q\n", ln.Addr().String()))
+		r = procRun(t, procEnv(), "serve", "--listen", procFreeAddr(t), "--db", fresh, "--config", cfg)
+		if r.Code == 0 || !strings.Contains(r.Stderr, "metrics.listen") {
+			t.Fatalf("serve with a taken metrics port: exit %d stderr %q", r.Code, r.Stderr)
+		}
+		if _, err := os.Stat(fresh); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("a serve that could not bind its metrics listener left %s behind (%v)", fresh, err)
+		}
 	})
 }
 

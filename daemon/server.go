@@ -158,8 +158,8 @@ func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) swe
 // Open opens the database, binds the listener and starts the background
 // loops. On error everything opened so far is closed.
 func (s *Server) Open(ctx context.Context) (err error) {
-	// Bind first: a daemon that cannot listen must not leave a new,
-	// empty database behind.
+	// Bind both listeners first: a daemon that cannot listen must not
+	// leave a new, empty database behind.
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
@@ -180,16 +180,6 @@ func (s *Server) Open(ctx context.Context) (err error) {
 			}
 		}()
 		s.metricsLn = mln
-		s.metricsHTTP = &http.Server{
-			Handler: s.operatorMux(http.NewServeMux()),
-			// A scrape or a health probe is a small GET.
-			ReadHeaderTimeout: 5 * time.Second,
-			ReadTimeout:       10 * time.Second,
-			WriteTimeout:      15 * time.Second,
-			IdleTimeout:       90 * time.Second,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		}
 	}
 	st, err := OpenStore(ctx, s.cfg.DB, s.cfg.StoreOptions(s.opts.Schema, s.opts.Now))
 	if err != nil {
@@ -212,6 +202,18 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	s.sweeper = sweep.New(st, sweep.Effects(ec), sc, s.opts.Logger, s.metrics)
 
 	s.ln = ln
+	if s.metricsLn != nil {
+		s.metricsHTTP = &http.Server{
+			Handler: s.operatorMux(http.NewServeMux()),
+			// A scrape or a health probe is a small GET.
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      15 * time.Second,
+			IdleTimeout:       90 * time.Second,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		}
+	}
 	s.announce(ctx)
 	s.http = &http.Server{
 		Handler: s.Handler(),
