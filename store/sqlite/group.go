@@ -4,18 +4,45 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Group commit. Every small write (an intent, a claim, a completion, a
 // failure) is an op sent to one committer goroutine, which runs whatever ops
 // are waiting in ONE BEGIN IMMEDIATE transaction on the writer connection:
-// one fsync for all of them. An op whose statements fail is rolled back alone
-// (see commitBatch) and only its caller sees the error; the others commit.
-// Each caller learns its own result only after the commit (or its failure).
+// one fsync for all of them. An op whose statements fail with an error that
+// SQLite confines to the statement (a constraint, a bad value, an SQL
+// error) is rolled back alone (see commitBatch) and only its caller sees the
+// error; the others commit. Each caller learns its own result only after
+// the commit (or its failure).
+//
+// A lost transaction fails the whole batch. SQLite may end a transaction by
+// itself in the middle: a write that finds the disk full (SQLITE_FULL), an
+// I/O error (SQLITE_IOERR*), no memory (SQLITE_NOMEM), an interrupt or a
+// corrupt page roll the WHOLE transaction back, not just the statement
+// (https://sqlite.org/lang_transaction.html#response_to_errors_within_a_transaction).
+// The connection is then in autocommit mode, and any later statement of the
+// batch — an op's SAVEPOINT included — would open a transaction of its own
+// and commit it outside the batch, while ops that ran before the loss would
+// be told "committed" by the final COMMIT. So the rule is: as soon as a
+// statement fails with any error other than the statement-confined ones
+// above, or an op's ROLLBACK TO or RELEASE fails (its savepoint went with
+// the transaction), or COMMIT fails, nothing more runs in that batch. It is
+// rolled back (a no-op if SQLite already did it; the driver also rolls back
+// a COMMIT that failed with the transaction still open), every op in it is
+// answered with that error — none of its rows was committed, and no op whose
+// rows committed is told otherwise — and the writer connection is discarded,
+// so the next batch starts on a fresh connection with no transaction open:
+// ackd records again as soon as the disk takes writes. An op must return
+// every error its statements return; one that swallowed an error could not
+// be told apart from a success.
 
 type op struct {
 	ctx   context.Context
@@ -144,16 +171,19 @@ func (s *Store) committer() {
 	}
 }
 
-// errOpFailed makes inTx roll back an optimistic batch in which an op failed.
+// errOpFailed makes inTx roll back an optimistic batch in which an op failed
+// alone.
 var errOpFailed = errors.New("an op of the batch failed")
 
 // commitBatch runs a group of ops in one transaction and answers each.
 //
 // It first runs the ops back to back without savepoints (the common case:
-// nothing fails, and three statements per op are saved). If any op fails,
-// that transaction is rolled back whole and the batch runs again with each
-// op in its own savepoint, so only the failing op fails. Ops are pure
-// functions of the database state, so running one twice is the same as once.
+// nothing fails, and three statements per op are saved). If an op fails
+// alone, that transaction is rolled back whole and the batch runs again with
+// each op in its own savepoint, so only the failing op fails. Ops are pure
+// functions of the database state, so running one twice is the same as
+// once. If the transaction is lost (see the rule at the top of this file),
+// the whole batch fails in either pass.
 func (s *Store) commitBatch(batch []*op) {
 	errs := make([]error, len(batch))
 	taken := make([]bool, len(batch))
@@ -188,8 +218,14 @@ func (s *Store) commitBatch(batch []*op) {
 						taken[i] = true
 					}
 					if savepoints {
-						errs[i] = s.runOp(ctx, tx, o, now)
-					} else if errs[i] = o.fn(ctx, tx, now); errs[i] != nil {
+						var lost error
+						if errs[i], lost = s.runOp(ctx, tx, o, now); lost != nil {
+							return lost
+						}
+					} else if errs[i] = call(ctx, tx, o, now); errs[i] != nil {
+						if !opLocal(errs[i]) {
+							return errs[i]
+						}
 						return errOpFailed
 					}
 				}
@@ -207,16 +243,59 @@ func (s *Store) commitBatch(batch []*op) {
 		}
 		cancel()
 		if err != nil {
+			// Nothing of this batch was committed: begin or commit failed,
+			// or the transaction was lost.
 			for i := range errs {
 				if errs[i] == nil {
-					errs[i] = err // not committed: begin or commit failed
+					errs[i] = err
 				}
+			}
+			// A BEGIN that waited out busy_timeout behind another process
+			// left nothing behind; after anything else, start afresh.
+			if !IsBusy(err) {
+				s.discardWriter()
 			}
 		}
 	}
 	for i, o := range batch {
 		o.done <- errs[i]
 	}
+}
+
+// opLocal reports whether err is one SQLite confines to the statement that
+// returned it, leaving the transaction as it was: a constraint, a type or
+// size error, an SQL error, or an error of the op's own Go code. Anything
+// else may have rolled the whole transaction back (see the top of this file).
+func opLocal(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, sql.ErrTxDone) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn) {
+		return false // the driver interrupted a statement, or database/sql ended the transaction
+	}
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return true
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_RANGE, sqlite3.SQLITE_ERROR:
+		return true
+	}
+	return false
+}
+
+// discardWriter closes the writer connection; database/sql opens a fresh one
+// (with the DSN's pragmas, re-preparing the statements) for the next batch,
+// so nothing of a lost transaction — a transaction still open, a pager left
+// in its error state — reaches it.
+func (s *Store) discardWriter() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.BusyTimeout)
+	defer cancel()
+	c, err := s.w.Conn(ctx)
+	if err != nil {
+		return
+	}
+	_ = c.Raw(func(any) error { return driver.ErrBadConn }) // makes database/sql close it
+	_ = c.Close()
+	s.discards.Add(1)
 }
 
 // abandoned returns an error if o's caller has given up: a queued op whose
@@ -231,23 +310,35 @@ func (s *Store) abandoned(o *op) error {
 	return nil
 }
 
-// runOp runs one op inside its own savepoint of the batch transaction; on
-// failure it rolls back to the savepoint, leaving the rest of the batch.
-func (s *Store) runOp(ctx context.Context, tx *sql.Tx, o *op, now int64) (err error) {
-	if _, err := tx.StmtContext(ctx, s.st.savepoint).ExecContext(ctx); err != nil {
-		return err
-	}
+// call runs o's statements; a panic in them is o's error.
+func call(ctx context.Context, tx *sql.Tx, o *op, now int64) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic in store op: %v", p)
 		}
-		if err != nil {
-			_, rbErr := tx.StmtContext(ctx, s.st.rollbackTo).ExecContext(ctx)
-			err = errors.Join(err, rbErr)
-		}
-		if _, relErr := tx.StmtContext(ctx, s.st.release).ExecContext(ctx); relErr != nil && err == nil {
-			err = relErr
-		}
 	}()
 	return o.fn(ctx, tx, now)
+}
+
+// runOp runs one op inside its own savepoint of the batch transaction. An op
+// that fails alone is rolled back to its savepoint, leaving the rest of the
+// batch: opErr is its error. lost is not nil when the batch's transaction
+// is gone (the op's error was not statement-confined, or its savepoint no
+// longer exists); then nothing more may run in the batch.
+func (s *Store) runOp(ctx context.Context, tx *sql.Tx, o *op, now int64) (opErr, lost error) {
+	if _, err := tx.StmtContext(ctx, s.st.savepoint).ExecContext(ctx); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	if opErr = call(ctx, tx, o, now); opErr != nil {
+		if !opLocal(opErr) {
+			return opErr, opErr
+		}
+		if _, err := tx.StmtContext(ctx, s.st.rollbackTo).ExecContext(ctx); err != nil {
+			return opErr, fmt.Errorf("rollback to savepoint: %w", err)
+		}
+	}
+	if _, err := tx.StmtContext(ctx, s.st.release).ExecContext(ctx); err != nil {
+		return opErr, fmt.Errorf("release savepoint: %w", err)
+	}
+	return opErr, nil
 }

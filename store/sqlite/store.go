@@ -45,7 +45,8 @@ type Store struct {
 	mu     sync.RWMutex // guards closed against sends on ops
 	closed bool
 
-	busy atomic.Int64 // SQLITE_BUSY / SQLITE_LOCKED errors seen
+	busy     atomic.Int64 // SQLITE_BUSY / SQLITE_LOCKED errors seen
+	discards atomic.Int64 // writer connections discarded after a lost transaction
 }
 
 // Open opens (creating if needed) the database at path and migrates it.

@@ -22,7 +22,11 @@ import (
 // TestMain lets the test binary act as a separate OS process racing on the
 // same database file (see runChildren).
 func TestMain(m *testing.M) {
-	if mode := os.Getenv("ACKD_STORE_CHILD"); mode != "" {
+	switch mode := os.Getenv("ACKD_STORE_CHILD"); mode {
+	case "":
+	case "eio":
+		os.Exit(eioChild())
+	default:
 		os.Exit(child(mode))
 	}
 	os.Exit(m.Run())
