@@ -203,6 +203,8 @@ func (s *Server) record(ctx context.Context, a answer, in store.Intent) answer {
 		switch {
 		case store.IsReadOnly(err):
 			a.reason = "database is read-only"
+		case errors.Is(err, store.ErrUnavailable):
+			a.reason = "database cannot write (disk full or I/O error)"
 		case store.IsBusy(err) || errors.Is(err, context.DeadlineExceeded):
 			a.reason = "database busy past the ack budget"
 		case errors.Is(err, context.Canceled):

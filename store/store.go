@@ -124,7 +124,8 @@ var (
 	ErrBusy = errors.New("database busy")
 	// ErrReadOnly: the database refuses writes.
 	ErrReadOnly = errors.New("database is read-only")
-	// ErrUnavailable: the database cannot be reached (server down, disk gone).
+	// ErrUnavailable: the database cannot be reached or cannot write (server
+	// down, disk full, I/O error). Nothing of the failed call was committed.
 	ErrUnavailable = errors.New("database unavailable")
 )
 

@@ -232,7 +232,8 @@ func (s *Store) note(err error) error {
 }
 
 // classify marks err with the contract's sentinel (store.ErrBusy,
-// store.ErrReadOnly) that callers branch on, keeping the driver's error.
+// store.ErrReadOnly, store.ErrUnavailable) that callers branch on, keeping
+// the driver's error.
 func classify(err error) error {
 	switch {
 	case err == nil:
@@ -241,8 +242,25 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", store.ErrBusy, err)
 	case IsReadOnly(err) && !errors.Is(err, store.ErrReadOnly):
 		return fmt.Errorf("%w: %w", store.ErrReadOnly, err)
+	case IsStorageFault(err) && !errors.Is(err, store.ErrUnavailable):
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
+}
+
+// IsStorageFault reports whether err is the disk or the machine failing
+// SQLite rather than contention or a bad statement: the disk is full
+// (SQLITE_FULL), an I/O error (SQLITE_IOERR*), no memory (SQLITE_NOMEM), a
+// corrupt page (SQLITE_CORRUPT).
+func IsStorageFault(err error) bool {
+	var se *msqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_CORRUPT:
+			return true
+		}
+	}
+	return false
 }
 
 // IsBusy reports whether err is SQLite's "database is locked/busy".
