@@ -159,6 +159,7 @@ func (g *globals) open(ctx context.Context, mustExist bool) (store.Store, daemon
 	}
 	opts := cfg.StoreOptions(schema, nil)
 	opts.MustExist = mustExist
+	opts.Logger = g.logger().With("component", "store")
 	st, err := daemon.OpenStore(ctx, cfg.DB, opts)
 	return st, cfg, err
 }

@@ -147,6 +147,8 @@ func TestFullDiskOverHTTP(t *testing.T) {
 	}
 	// What the operator sees: a 500 logged with the cause, and counted.
 	evWaitLog(t, s.Logs, "endpoint", "events", "status", 500, "reason", "database cannot write (disk full or I/O error)")
+	evWaitLog(t, s.Logs, "component", "store", "level", "ERROR", "path", cfg.DB)
+	evWaitLog(t, s.Logs, "component", "store", "msg", "database writes again")
 	if n := s.scrape().value("ackd_requests_total", "endpoint", "events", "status", "500"); n == 0 {
 		t.Fatal("/metrics does not count the 500s")
 	}

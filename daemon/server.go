@@ -181,7 +181,9 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		}()
 		s.metricsLn = mln
 	}
-	st, err := OpenStore(ctx, s.cfg.DB, s.cfg.StoreOptions(s.opts.Schema, s.opts.Now))
+	sto := s.cfg.StoreOptions(s.opts.Schema, s.opts.Now)
+	sto.Logger = s.opts.Logger.With("component", "store")
+	st, err := OpenStore(ctx, s.cfg.DB, sto)
 	if err != nil {
 		return err
 	}

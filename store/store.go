@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -160,6 +161,11 @@ type Options struct {
 	// MustExist refuses to create a missing database (inspection commands
 	// must not leave an empty database behind a mistyped path).
 	MustExist bool
+	// Logger receives what the store itself has to tell an operator: writes
+	// failing on a storage fault (disk full, I/O error) and their recovery,
+	// and a lease found stamped further ahead than now+lease (see Claim).
+	// Default slog.Default().
+	Logger *slog.Logger
 }
 
 // WithDefaults validates o and fills in the defaults.
@@ -192,6 +198,9 @@ func (o Options) WithDefaults() (Options, error) {
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.Schema == "" {
 		return o, errors.New("no schema given")

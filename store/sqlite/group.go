@@ -254,7 +254,13 @@ func (s *Store) commitBatch(batch []*op) {
 			// left nothing behind; after anything else, start afresh.
 			if !IsBusy(err) {
 				s.discardWriter()
+				if s.lost.Add(1) == 1 {
+					s.opts.Logger.Error("database write failed: its transaction was lost and every write in it was answered with the error; nothing of it was committed, and writes fail until the database can write again",
+						"path", s.path, "err", err)
+				}
 			}
+		} else if n := s.lost.Swap(0); n > 0 {
+			s.opts.Logger.Info("database writes again", "path", s.path, "failed_transactions", n)
 		}
 	}
 	for i, o := range batch {
@@ -295,7 +301,6 @@ func (s *Store) discardWriter() {
 	}
 	_ = c.Raw(func(any) error { return driver.ErrBadConn }) // makes database/sql close it
 	_ = c.Close()
-	s.discards.Add(1)
 }
 
 // abandoned returns an error if o's caller has given up: a queued op whose

@@ -45,8 +45,8 @@ type Store struct {
 	mu     sync.RWMutex // guards closed against sends on ops
 	closed bool
 
-	busy     atomic.Int64 // SQLITE_BUSY / SQLITE_LOCKED errors seen
-	discards atomic.Int64 // writer connections discarded after a lost transaction
+	busy atomic.Int64 // SQLITE_BUSY / SQLITE_LOCKED errors seen
+	lost atomic.Int64 // write transactions lost in a row (group.go); 0 when writes work
 }
 
 // Open opens (creating if needed) the database at path and migrates it.
