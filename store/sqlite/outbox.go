@@ -46,6 +46,18 @@ func scanRow(sc scanner) (Row, error) {
 // makes one token hold more than limit rows. Free rows are taken in due
 // order (next_attempt_at, id) straight off the outbox_claimable index, so a
 // claim reads about limit rows however long the backlog is.
+//
+// A lease ending later than now+lease cannot have been stamped by a claimer
+// with this lease and a right clock: the clock was ahead when it was stamped
+// (a VM booted with a wrong clock before NTP stepped it back) and would hold
+// the row for the size of that error. Claim treats such a lease as expired.
+// Likewise a row due later than now + the longest backoff (a row recorded
+// or rescheduled while the clock was ahead) is made due now. Claim looks for
+// such rows when they can exist, before its own statement and in its
+// transaction — at its first run after Open, whenever the clock reads
+// earlier than at the previous claim, and at least once per lease period
+// otherwise (index reads the hot path never pays for) — fixes them, and
+// once that commits logs each such row once with both times.
 func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *store.ClaimFilter) ([]Row, error) {
 	if token == "" {
 		return nil, errors.New("claim: empty token")
@@ -61,9 +73,21 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 		}
 		effects = string(b)
 	}
-	var rows []Row
+	var (
+		rows     []Row
+		future   []futureRow
+		checked  bool
+		claimNow int64
+	)
 	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
-		rows = rows[:0]
+		rows, future, checked, claimNow = rows[:0], future[:0], false, now
+		if s.futureTimesPossible(now, lease) {
+			var err error
+			if future, err = s.fixFutureTimes(ctx, tx, now, lease); err != nil {
+				return fmt.Errorf("fix times from the future: %w", err)
+			}
+			checked = true
+		}
 		res, err := tx.StmtContext(ctx, s.st.claim).QueryContext(ctx, token, now+lease.Milliseconds(), now, limit, effects)
 		if err != nil {
 			return err
@@ -81,8 +105,90 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", classify(err))
 	}
+	s.lastClaim.Store(claimNow)
+	if checked {
+		s.leasesChecked.Store(claimNow)
+	}
+	for _, f := range future {
+		msg := "lease ended further ahead than now + lease (the clock was ahead when it was stamped); treated as expired"
+		if f.what == "next_attempt_at" {
+			msg = "row was due further ahead than now + the longest backoff (the clock was ahead when it was scheduled); made due now"
+		}
+		s.opts.Logger.Warn(msg, "id", f.id, "key", f.key, f.what, time.UnixMilli(f.until).UTC().Format(time.RFC3339Nano),
+			"now", time.UnixMilli(claimNow).UTC().Format(time.RFC3339Nano), "lease", lease.String())
+	}
 	slices.SortFunc(rows, func(a, b Row) int { return cmp.Compare(a.ID, b.ID) })
 	return rows, nil
+}
+
+// futureRow is a pending row found leased beyond now+lease, or due beyond
+// now + the longest backoff.
+type futureRow struct {
+	id    int64
+	key   string
+	what  string // "lease_until" or "next_attempt_at"
+	until int64  // the time it carried, ms
+}
+
+// futureTimesPossible reports whether a lease or due time from the future
+// may exist: never looked since Open, the clock reads earlier than at the
+// previous claim (it was stepped back), or a lease period has passed since
+// the last look (another process, or a longer lease, may have stamped one).
+func (s *Store) futureTimesPossible(now int64, lease time.Duration) bool {
+	checked := s.leasesChecked.Load()
+	return checked == 0 || now < s.lastClaim.Load() || now >= checked+lease.Milliseconds()
+}
+
+// fixFutureTimes, inside the claim's transaction, makes every pending row
+// leased beyond now+lease expire now, and every pending row due beyond now +
+// the longest backoff (no rule of this configuration sets a later one) due
+// now, and returns them. It reads only rows that carry a claim token (the
+// outbox_claim_token index) and the far end of the due order
+// (outbox_claimable).
+func (s *Store) fixFutureTimes(ctx context.Context, tx *sql.Tx, now int64, lease time.Duration) ([]futureRow, error) {
+	var found []futureRow
+	collect := func(what, q string, horizon int64) error {
+		res, err := tx.QueryContext(ctx, q, horizon)
+		if err != nil {
+			return err
+		}
+		for res.Next() {
+			f := futureRow{what: what}
+			if err := res.Scan(&f.id, &f.key, &f.until); err != nil {
+				res.Close()
+				return err
+			}
+			found = append(found, f)
+		}
+		return errors.Join(res.Err(), res.Close())
+	}
+	leaseHorizon, dueHorizon := now+lease.Milliseconds(), now+s.opts.BackoffMax.Milliseconds()
+	if err := collect("lease_until",
+		`SELECT id, idempotency_key, claim_expires_at FROM outbox INDEXED BY outbox_claim_token
+		  WHERE claim_token IS NOT NULL AND status = 'pending' AND claim_expires_at > ?`, leaseHorizon); err != nil {
+		return nil, err
+	}
+	leases := len(found)
+	if err := collect("next_attempt_at",
+		`SELECT id, idempotency_key, next_attempt_at FROM outbox INDEXED BY outbox_claimable
+		  WHERE status = 'pending' AND next_attempt_at > ?`, dueHorizon); err != nil {
+		return nil, err
+	}
+	if leases > 0 {
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE outbox INDEXED BY outbox_claim_token SET claim_expires_at = ?
+			  WHERE claim_token IS NOT NULL AND status = 'pending' AND claim_expires_at > ?`, now, leaseHorizon); err != nil {
+			return nil, err
+		}
+	}
+	if len(found) > leases {
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE outbox INDEXED BY outbox_claimable SET next_attempt_at = ?
+			  WHERE status = 'pending' AND next_attempt_at > ?`, now, dueHorizon); err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
 }
 
 // Complete marks a row done if token still holds it, storing result and

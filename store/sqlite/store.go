@@ -47,6 +47,10 @@ type Store struct {
 
 	busy atomic.Int64 // SQLITE_BUSY / SQLITE_LOCKED errors seen
 	lost atomic.Int64 // write transactions lost in a row (group.go); 0 when writes work
+
+	// Leases from the future (see Claim): the clock at the last claim and
+	// at the last look for such leases (0: not yet), unix ms.
+	lastClaim, leasesChecked atomic.Int64
 }
 
 // Open opens (creating if needed) the database at path and migrates it.
