@@ -47,17 +47,21 @@ func scanRow(sc scanner) (Row, error) {
 // order (next_attempt_at, id) straight off the outbox_claimable index, so a
 // claim reads about limit rows however long the backlog is.
 //
-// A lease ending later than now+lease cannot have been stamped by a claimer
-// with this lease and a right clock: the clock was ahead when it was stamped
-// (a VM booted with a wrong clock before NTP stepped it back) and would hold
-// the row for the size of that error. Claim treats such a lease as expired.
-// Likewise a row due later than now + the longest backoff (a row recorded
-// or rescheduled while the clock was ahead) is made due now. Claim looks for
+// A lease ending more than two lease periods from now cannot have been
+// stamped by a claimer with this lease and a right clock: the clock was
+// ahead when it was stamped (a VM booted with a wrong clock before NTP
+// stepped it back) and would hold the row for the size of that error.
+// Claim treats such a lease as expired. (The rule's "now + lease" gets one
+// lease period of slack, so that a small step back — NTP stepping a clock by
+// seconds — never takes rows from a sweeper still working on them; a row is
+// held at most two lease periods whatever the error.) Likewise a row due
+// more than a lease period past now + the longest backoff (recorded or
+// rescheduled while the clock was ahead) is made due now. Claim looks for
 // such rows when they can exist, before its own statement and in its
 // transaction — at its first run after Open, whenever the clock reads
 // earlier than at the previous claim, and at least once per lease period
-// otherwise (index reads the hot path never pays for) — fixes them, and
-// once that commits logs each such row once with both times.
+// otherwise (index reads the hot path never pays for) — fixes them, and once
+// that commits logs each such row once with both times.
 func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *store.ClaimFilter) ([]Row, error) {
 	if token == "" {
 		return nil, errors.New("claim: empty token")
@@ -110,9 +114,9 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 		s.leasesChecked.Store(claimNow)
 	}
 	for _, f := range future {
-		msg := "lease ended further ahead than now + lease (the clock was ahead when it was stamped); treated as expired"
+		msg := "lease ends further ahead than this configuration can stamp (the clock was ahead when it was stamped); treated as expired"
 		if f.what == "next_attempt_at" {
-			msg = "row was due further ahead than now + the longest backoff (the clock was ahead when it was scheduled); made due now"
+			msg = "row is due further ahead than this configuration can schedule (the clock was ahead when it was scheduled); made due now"
 		}
 		s.opts.Logger.Warn(msg, "id", f.id, "key", f.key, f.what, time.UnixMilli(f.until).UTC().Format(time.RFC3339Nano),
 			"now", time.UnixMilli(claimNow).UTC().Format(time.RFC3339Nano), "lease", lease.String())
@@ -121,8 +125,8 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 	return rows, nil
 }
 
-// futureRow is a pending row found leased beyond now+lease, or due beyond
-// now + the longest backoff.
+// futureRow is a pending row whose lease end or due time lies further ahead
+// than this configuration can set (see Claim).
 type futureRow struct {
 	id    int64
 	key   string
@@ -140,9 +144,9 @@ func (s *Store) futureTimesPossible(now int64, lease time.Duration) bool {
 }
 
 // fixFutureTimes, inside the claim's transaction, makes every pending row
-// leased beyond now+lease expire now, and every pending row due beyond now +
-// the longest backoff (no rule of this configuration sets a later one) due
-// now, and returns them. It reads only rows that carry a claim token (the
+// leased beyond now + 2·lease expire now, and every pending row due beyond
+// now + the longest backoff + lease (no rule of this configuration sets a
+// later one) due now, and returns them (see Claim). It reads only rows that carry a claim token (the
 // outbox_claim_token index) and the far end of the due order
 // (outbox_claimable).
 func (s *Store) fixFutureTimes(ctx context.Context, tx *sql.Tx, now int64, lease time.Duration) ([]futureRow, error) {
@@ -162,7 +166,8 @@ func (s *Store) fixFutureTimes(ctx context.Context, tx *sql.Tx, now int64, lease
 		}
 		return errors.Join(res.Err(), res.Close())
 	}
-	leaseHorizon, dueHorizon := now+lease.Milliseconds(), now+s.opts.BackoffMax.Milliseconds()
+	leaseHorizon := now + 2*lease.Milliseconds()
+	dueHorizon := now + (s.opts.BackoffMax + lease).Milliseconds()
 	if err := collect("lease_until",
 		`SELECT id, idempotency_key, claim_expires_at FROM outbox INDEXED BY outbox_claim_token
 		  WHERE claim_token IS NOT NULL AND status = 'pending' AND claim_expires_at > ?`, leaseHorizon); err != nil {
