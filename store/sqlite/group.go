@@ -220,11 +220,11 @@ func (s *Store) commitBatch(batch []*op) {
 					if savepoints {
 						var lost error
 						if errs[i], lost = s.runOp(ctx, tx, o, now); lost != nil {
-							return lost
+							return fmt.Errorf("transaction lost: %w", lost)
 						}
 					} else if errs[i] = call(ctx, tx, o, now); errs[i] != nil {
 						if !opLocal(errs[i]) {
-							return errs[i]
+							return fmt.Errorf("transaction lost: %w", errs[i])
 						}
 						return errOpFailed
 					}
