@@ -68,9 +68,9 @@ effect = "log"
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	// In each thread, every 11th pwrite64 from the 30th to the 250th fails.
+	// In each thread, every 7th pwrite64 from the 30th to the 150th fails.
 	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null",
-		"-e", "trace=pwrite64", "-e", "inject=pwrite64:error=EIO:when=30..250+11",
+		"-e", "trace=pwrite64", "-e", "inject=pwrite64:error=EIO:when=30..150+7",
 		ackdBin, "serve", "--config", config)
 	cmd.Env = append(os.Environ(), "SLACK_SIGNING_SECRET="+signingSecret, "ACKD_LOG_LEVEL=info")
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -193,12 +193,13 @@ effect = "log"
 		st, n := status[id], have[id]
 		bad := ""
 		switch {
+		case st == 0:
+			bad = "got no answer"
 		case st == http.StatusOK && n != 3:
 			bad = fmt.Sprintf("answered 200 but the file has %d of its 3 rows", n)
-		case st == http.StatusInternalServerError && n != 0:
-			bad = fmt.Sprintf("answered 500 but the file has %d of its 3 rows", n)
-		case st != http.StatusOK && st != http.StatusInternalServerError:
-			bad = fmt.Sprintf("answered %d", st)
+		case st != http.StatusOK && n != 0:
+			// 500, or a 408/503 from the body rules under this load.
+			bad = fmt.Sprintf("answered %d but the file has %d of its 3 rows", st, n)
 		}
 		if bad != "" {
 			if lies++; lies <= 10 {
@@ -206,9 +207,9 @@ effect = "log"
 			}
 		}
 	}
-	t.Logf("%d events in %d bursts, %d answered 500, recovered=%v, %d answers the file contradicts", len(order), len(order)/250, failed, recovered, lies)
+	t.Logf("%d events in %d bursts, %d not answered 200, recovered=%v, %d answers the file contradicts", len(order), len(order)/250, failed, recovered, lies)
 	if failed == 0 {
-		t.Fatal("no event was answered 500: strace injected nothing")
+		t.Fatal("every event was answered 200: strace injected nothing")
 	}
 	if !recovered {
 		t.Fatalf("after the injected errors stopped, ackd never acked a whole burst again\n%s", tail(logPath, 20))
