@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -209,4 +210,52 @@ func mustIntegrityOK(t *testing.T, db *sql.DB) {
 	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&v); err != nil || v != "ok" {
 		t.Fatalf("integrity_check: %q %v", v, err)
 	}
+}
+
+func TestFullDiskKeepsTheWatchdog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a filesystem")
+	}
+	t.Run("while the disk is full the watchdog keeps pinging and the status says why; once space is back events are acked", func(t *testing.T) {
+		const watchdog = 400 * time.Millisecond
+		dir := diskfull.Mount(t, 32<<20)
+		ns := notifyListen(t, watchdog)
+		cfg := configFor(t, metricsQuietSweep+fullDiskConfig[strings.Index(fullDiskConfig, "[[route]]"):])
+		cfg.DB = filepath.Join(dir, "ackd.db")
+		s := startServer(t, cfg, daemon.Options{Notifier: daemon.NewNotifier()})
+		if d := ns.next(); d != "READY=1" {
+			t.Fatalf("first datagram = %q, want READY=1", d)
+		}
+		ns.until("WATCHDOG=1")
+		filler := diskfull.Fill(t, dir, 64<<10)
+
+		// Events until the disk refuses them (the -wal file may have a few
+		// free pages left), then the watchdog's status names the cause.
+		client := &http.Client{}
+		refused := false
+		for i := 0; i < 2000 && !refused; i++ {
+			refused = postLongMessage(t, client, s.URL, fmt.Sprintf("EvDog-%04d", i), uint64(i)) == http.StatusInternalServerError
+		}
+		if !refused {
+			t.Fatal("a full disk took 2000 events")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for d := ns.next(); !strings.HasPrefix(d, "STATUS=unhealthy: database cannot write (disk full or I/O error)"); d = ns.next() {
+			if time.Now().After(deadline) {
+				t.Fatalf("no status naming the full disk within 10s; last %q", d)
+			}
+		}
+		// And it keeps pinging: a restart could not even open the database.
+		for range 3 {
+			ns.until("WATCHDOG=1")
+		}
+		if n := notifyNotPinging(s); n != 0 {
+			t.Fatalf("the watchdog skipped %d pings on a full disk", n)
+		}
+
+		filler.Free(t, 128)
+		if st := postLongMessage(t, client, s.URL, "EvDog-after", 1); st != http.StatusOK {
+			t.Fatalf("space is back, but the next event is answered %d", st)
+		}
+	})
 }

@@ -374,7 +374,10 @@ func (s *Server) sweepOnce(loop int) (sweep.Result, error) {
 	s.running[loop].Store(s.opts.Now().UnixMilli())
 	res, err := s.sweeper.RunOnce(s.ctx)
 	s.running[loop].Store(0)
-	if err == nil || s.ctx.Err() != nil {
+	// A sweep that failed because the disk is full or failing ran to its
+	// end all the same: the loop is alive, and it sweeps again once the
+	// database can write (see watchdogLoop).
+	if err == nil || s.ctx.Err() != nil || errors.Is(err, store.ErrUnavailable) {
 		s.sweepOK.Store(s.opts.Now().UnixMilli())
 	}
 	return res, err
@@ -469,11 +472,24 @@ func (s *Server) healthy() bool {
 
 // watchdogLoop pings systemd's watchdog at half its interval, only while the
 // sweep loop is healthy and the database takes a write lock.
+//
+// A database that cannot write because the disk is full or failing
+// (store.ErrUnavailable) does not stop the pings: a restart cannot fix the
+// disk, a new process could not even open the database on a full disk
+// (SQLite must create its -shm file), and after StartLimitBurst failed
+// starts systemd would give up on ackd for good. Running on, ackd answers
+// 500 and acks again the moment the disk takes writes (store/sqlite's group
+// commit). The status line says why it is unhealthy.
 func (s *Server) watchdogLoop(interval time.Duration) {
 	s.every(interval/2, func() {
 		ctx, cancel := context.WithTimeout(s.ctx, interval/4)
 		err := s.store.CheckWrite(ctx)
 		cancel()
+		if errors.Is(err, store.ErrUnavailable) && s.healthy() {
+			_ = s.opts.Notifier.Status("unhealthy: database cannot write (disk full or I/O error): " + err.Error())
+			_ = s.opts.Notifier.Watchdog()
+			return
+		}
 		if err != nil || !s.healthy() {
 			s.log.Warn("not pinging the systemd watchdog: unhealthy", "db_err", err, "sweep_healthy", s.healthy())
 			reason := "sweep loop not making progress"

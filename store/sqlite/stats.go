@@ -87,7 +87,7 @@ func (s *Store) CheckWrite(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("health write: %w", err)
+		return fmt.Errorf("health write: %w", classify(err))
 	}
 	return nil
 }
