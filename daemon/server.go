@@ -36,6 +36,7 @@ type Secrets struct {
 	SigningSecret string
 	BotToken      string
 	ForwardSecret string
+	AppToken      string // xapp-…, for Socket Mode
 }
 
 // Options are a Server's dependencies.
@@ -58,8 +59,9 @@ type Server struct {
 	log     *slog.Logger
 	store   store.Store
 	sweeper *sweep.Sweeper
-	verify  *Verifier
+	verify  *Verifier // nil: no signing secret, HTTP Slack routes off
 	metrics *metrics
+	socket  *socketIngress // nil unless [socket_mode] enabled
 
 	ln   net.Listener
 	http *http.Server
@@ -80,8 +82,11 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.Secrets.SigningSecret == "" {
-		return nil, errors.New("no Slack signing secret: set SLACK_SIGNING_SECRET or SLACK_SIGNING_SECRET_FILE")
+	if err := checkSocketSecrets(cfg, opts.Secrets); err != nil {
+		return nil, err
+	}
+	if opts.Secrets.SigningSecret == "" && !cfg.Socket.Enabled {
+		return nil, errors.New("no Slack signing secret: set SLACK_SIGNING_SECRET or SLACK_SIGNING_SECRET_FILE (or enable [socket_mode] with SLACK_APP_TOKEN)")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -92,8 +97,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
-	return &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
-		verify: NewVerifier(opts.Secrets.SigningSecret, opts.Now), kick: make(chan struct{}, 1)}, nil
+	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"), kick: make(chan struct{}, 1)}
+	if opts.Secrets.SigningSecret != "" {
+		// Without a signing secret (Socket Mode alone) the HTTP Slack
+		// routes are not served at all.
+		s.verify = NewVerifier(opts.Secrets.SigningSecret, opts.Now)
+	}
+	return s, nil
 }
 
 // StoreOptions maps the configuration onto the store's options.
@@ -162,6 +172,10 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	s.goLoop(s.tickerLoop)
 	s.goLoop(s.immediateLoop)
 	s.goLoop(s.pruneLoop)
+	if s.cfg.Socket.Enabled {
+		s.socket = newSocketIngress(s)
+		s.socket.start()
+	}
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
 	}
@@ -179,7 +193,8 @@ func (s *Server) Open(ctx context.Context) (err error) {
 			"config", s.cfg.Source)
 	}
 	s.log.Info("ackd listening", "addr", ln.Addr().String(), "db", s.cfg.DB, "config", s.cfg.Source,
-		"synchronous", s.cfg.Synchronous, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String())
+		"synchronous", s.cfg.Synchronous, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String(),
+		"http_slack_routes", s.verify != nil, "socket_mode", s.cfg.Socket.Enabled)
 	if err := s.opts.Notifier.Ready(); err != nil {
 		s.log.Warn("sd_notify READY failed", "err", err)
 	}
@@ -212,6 +227,11 @@ func (s *Server) Close() error {
 		_ = s.opts.Notifier.Stopping()
 		s.log.Info("shutting down: finishing in-flight acks")
 		var errs []error
+		if s.socket != nil {
+			// Envelopes in flight commit and are acked; then the
+			// connections close (Slack re-sends whatever was not acked).
+			s.socket.stop(s.opts.ShutdownTimeout)
+		}
 		if s.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 			if err := s.http.Shutdown(ctx); err != nil {
@@ -385,9 +405,11 @@ func (s *Server) notifyStatus() {
 // Handler is the HTTP surface.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/slack/events", s.slackHandler("events", s.handleEvents))
-	mux.Handle("/slack/commands", s.slackHandler("commands", s.handleCommand))
-	mux.Handle("/slack/interactivity", s.slackHandler("interactivity", s.handleInteraction))
+	if s.verify != nil {
+		mux.Handle("/slack/events", s.slackHandler("events", s.handleEvents))
+		mux.Handle("/slack/commands", s.slackHandler("commands", s.handleCommand))
+		mux.Handle("/slack/interactivity", s.slackHandler("interactivity", s.handleInteraction))
+	}
 	mux.HandleFunc("/healthz", s.handleHealth)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	return mux
@@ -403,6 +425,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.healthy() {
 		http.Error(w, "sweep loop is not making progress", http.StatusServiceUnavailable)
+		return
+	}
+	if err := s.socket.health(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "ok")
