@@ -1,7 +1,8 @@
-// Package daemon is ackd's HTTP ingress and process lifecycle. The ingress
+// Package daemon is ackd's ingress and process lifecycle. The HTTP ingress
 // verifies each Slack request, parses it, applies filters and routes, and
 // commits the receipt and outbox rows before it answers (within the ack
-// budget). The lifecycle runs the listener, the sweep ticker and its
+// budget); the Socket Mode ingress (socket.go) hands each envelope to the
+// same handlers and acks it only after that commit. The lifecycle runs the listener, the sweep ticker and its
 // immediate trigger, the pruner, the systemd watchdog, and a bounded
 // graceful shutdown.
 //
