@@ -318,3 +318,41 @@ func TestSocketModeInvalidAuth(t *testing.T) {
 		t.Errorf("%d successful opens", n)
 	}
 }
+
+func TestSocketModeBesideHTTP(t *testing.T) {
+	api := fakeslack.New(t, evBotToken)
+	sock := api.SocketMode(t, sockAppToken)
+	s := startServer(t, sockConfig(t, api, ""), daemon.Options{Secrets: daemon.Secrets{AppToken: sockAppToken}})
+	if !sock.Wait(10*time.Second, func() bool { return len(sock.Open()) == 2 }) {
+		t.Fatalf("open %v", sock.Open())
+	}
+	if r := s.postEvent(eventBody("Ev0BOTH", mention("C1", "1700000000.000300", "hi"))); r.Status != http.StatusOK {
+		t.Fatalf("HTTP beside Socket Mode: %d %q", r.Status, r.Body)
+	}
+	// The same event over the socket is a duplicate of the HTTP delivery.
+	sock.Send("both", "events_api", json.RawMessage(eventBody("Ev0BOTH", mention("C1", "1700000000.000300", "hi"))))
+	if !sock.Wait(10*time.Second, func() bool { return sock.Acked("both") }) {
+		t.Fatal("not acked")
+	}
+	if s.Logs.Find("endpoint", "socket", "outcome", "duplicate", "event_id", "Ev0BOTH") == nil {
+		t.Errorf("the socket delivery of an event recorded over HTTP is not a duplicate:\n%s", s.Logs)
+	}
+}
+
+func TestSocketModeRateLimitedOpen(t *testing.T) {
+	api := fakeslack.New(t, evBotToken)
+	sock := api.SocketMode(t, sockAppToken)
+	api.Script("apps.connections.open", fakeslack.RateLimited("1"))
+	s := startSocket(t, api, sock, "connections = 1", 1)
+	calls := api.CallsTo("apps.connections.open")
+	if len(calls) < 2 {
+		t.Fatalf("%d calls", len(calls))
+	}
+	// A lower bound only: a slow machine makes the gap longer, never shorter.
+	if gap := calls[1].Time.Sub(calls[0].Time); gap < time.Second {
+		t.Errorf("apps.connections.open called again %s after a 429 with Retry-After: 1", gap)
+	}
+	if s.Logs.Find("msg", "socket mode: could not open a connection; retrying with backoff", "level", "WARN") == nil {
+		t.Errorf("the 429 was not logged:\n%s", s.Logs)
+	}
+}

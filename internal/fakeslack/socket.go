@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -178,6 +179,8 @@ func (k *Socket) serveOpen(w http.ResponseWriter, token string) {
 	switch {
 	case token == "":
 		resp = Err("not_authed")
+	case strings.HasPrefix(token, "xoxb-") || strings.HasPrefix(token, "xoxp-"):
+		resp = Err("not_allowed_token_type") // Slack's answer to a bot or user token
 	case token != k.appToken || k.revoked:
 		resp = Err("invalid_auth")
 	default:
