@@ -87,6 +87,8 @@ type socketIngress struct {
 	log    *slog.Logger
 	cfg    SocketConfig
 	api    *slack.Client
+	hc     *http.Client // apps.connections.open
+	ownHC  bool         // hc is ours: its idle connections close at stop
 	dialer *websocket.Dialer
 
 	ctx    context.Context // cancelled at stop: slots stop (re)connecting
@@ -105,9 +107,9 @@ type socketIngress struct {
 }
 
 func newSocketIngress(s *Server) *socketIngress {
-	hc := s.opts.HTTPClient
+	hc, own := s.opts.HTTPClient, false
 	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
+		hc, own = &http.Client{Timeout: 10 * time.Second}, true
 	}
 	opts := []slack.Option{slack.OptionAppLevelToken(s.opts.Secrets.AppToken), slack.OptionHTTPClient(hc)}
 	if u := s.cfg.Slack.APIURL; u != "" {
@@ -118,7 +120,8 @@ func newSocketIngress(s *Server) *socketIngress {
 	}
 	si := &socketIngress{
 		s: s, log: s.opts.Logger.With("component", "socket"), cfg: s.cfg.Socket,
-		api:    slack.New("", opts...),
+		api:   slack.New("", opts...),
+		ownHC: own, hc: hc,
 		dialer: &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 10 * time.Second},
 		envelopes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ackd_socket_envelopes_total",
@@ -161,6 +164,9 @@ func (si *socketIngress) stop(timeout time.Duration) {
 	case <-done:
 	case <-time.After(timeout):
 		si.log.Warn("socket mode: connections did not close within the shutdown timeout")
+	}
+	if si.ownHC {
+		si.hc.CloseIdleConnections()
 	}
 }
 
@@ -207,8 +213,13 @@ func (si *socketIngress) runSlot(slot int) {
 			// Open the replacement first: the old connection keeps
 			// delivering (and acking) until the new one said hello.
 			si.replaced.WithLabelValues("refresh").Inc()
-			log.Info("socket mode: Slack asked to refresh a connection; opening its replacement before closing it",
-				"conn", cur.id, "reason", reason)
+			if reason == "link_disabled" {
+				log.Error("socket mode: Slack reports Socket Mode was turned off in the app's settings; reconnecting will fail until it is turned on again",
+					"conn", cur.id, "reason", reason)
+			} else {
+				log.Info("socket mode: Slack asked to refresh a connection; opening its replacement before closing it",
+					"conn", cur.id, "reason", reason)
+			}
 			b = backoff{}
 			next, err := si.connect(slot, &b)
 			old := cur

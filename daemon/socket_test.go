@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/fakeslack"
 )
@@ -355,4 +357,47 @@ func TestSocketModeRateLimitedOpen(t *testing.T) {
 	if s.Logs.Find("msg", "socket mode: could not open a connection; retrying with backoff", "level", "WARN") == nil {
 		t.Errorf("the 429 was not logged:\n%s", s.Logs)
 	}
+}
+
+func TestSocketModeCloseLeavesNothingRunning(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	api := fakeslack.New(t, evBotToken)
+	sock := api.SocketMode(t, sockAppToken)
+	sock.RefreshGrace = 100 * time.Millisecond
+	cfg := sockConfig(t, api, "silence = \"300ms\"")
+	srv, err := daemon.New(cfg, daemon.Options{Schema: readSchema(t), Secrets: daemon.Secrets{AppToken: sockAppToken},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !sock.Wait(10*time.Second, func() bool { return len(sock.Open()) == 2 }) {
+		t.Fatal("not connected")
+	}
+	// A refresh, a silent connection and an envelope in flight, then Close.
+	sock.Refresh(1)
+	sock.Silence(2)
+	if !sock.Wait(10*time.Second, func() bool { return len(sock.Conns()) >= 4 && len(sock.Open()) == 2 }) {
+		t.Fatalf("connections not replaced: %+v", sock.Conns())
+	}
+	sock.Send("last", "events_api", json.RawMessage(eventBody("Ev0LAST", mention("C1", "1700000000.000400", "hi"))))
+	if !sock.Wait(10*time.Second, func() bool { return sock.Acked("last") }) {
+		t.Fatal("not acked")
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range sock.Conns() {
+		if c.Closed.IsZero() {
+			t.Errorf("connection %d still open after Close", c.ID)
+		}
+	}
+	goleak.VerifyNone(t, ignore,
+		// the fake's own server side, stopped at cleanup
+		goleak.IgnoreAnyFunction("net/http/httptest.(*Server).goServe.func1"),
+		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
+		goleak.IgnoreAnyFunction("github.com/ackd/ackd/internal/fakeslack.(*Socket).reader"),
+		goleak.IgnoreAnyFunction("github.com/ackd/ackd/internal/fakeslack.(*Socket).pinger"))
 }

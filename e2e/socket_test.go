@@ -467,6 +467,16 @@ func TestSocketModeRefreshUnderLoad(t *testing.T) {
 	if byClient != refreshes {
 		t.Errorf("%d refreshed connections closed by ackd, want %d: %+v", byClient, refreshes, e.sock.Conns())
 	}
+	// SIGTERM: the daemon closes its connections itself and exits 0.
+	if err := e.r.stop(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	e.sock.Wait(5*time.Second, func() bool { return len(e.sock.Open()) == 0 })
+	for _, c := range e.sock.Conns() {
+		if !c.Refreshed && !c.ClosedByClient {
+			t.Errorf("connection %d was not closed by ackd at SIGTERM: %+v", c.ID, c)
+		}
+	}
 	figure := fmt.Sprintf("socket refresh: deliveries=%d refreshes=%d envelopes_sent=%d resends=%d", len(ds), refreshes,
 		len(e.sock.Sent()), retries(e.sock.Sent()))
 	t.Log(figure)
