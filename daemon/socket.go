@@ -291,11 +291,12 @@ func (si *socketIngress) connect(slot int, b *backoff) (*sockConn, error) {
 			return nil, si.ctx.Err()
 		}
 		if code, ok := authFailure(err); ok {
+			// Logged before /healthz can report it.
+			si.log.Error("socket mode stopped: apps.connections.open refused the app-level token; this connection will not be retried and /healthz fails until SLACK_APP_TOKEN is fixed and ackd restarted",
+				"slot", slot, "error_code", code, "hint", "use an xapp- token of this app with the connections:write scope, and enable Socket Mode in the app's settings")
 			si.mu.Lock()
 			si.fatal = err
 			si.mu.Unlock()
-			si.log.Error("socket mode stopped: apps.connections.open refused the app-level token; this connection will not be retried and /healthz fails until SLACK_APP_TOKEN is fixed and ackd restarted",
-				"slot", slot, "error_code", code, "hint", "use an xapp- token of this app with the connections:write scope, and enable Socket Mode in the app's settings")
 			return nil, err
 		}
 		wait := b.next()
