@@ -23,7 +23,8 @@ package daemon
 // closes the old one; a connection that receives nothing (no ping, no
 // envelope) for socket_mode.silence is closed and replaced; failed opens back
 // off (honouring Retry-After on 429); an auth failure stops the slot and
-// fails /healthz.
+// fails /healthz. ackd pings every silence/3 as well, so Slack's pongs count
+// as something received.
 
 import (
 	"bytes"
@@ -493,6 +494,25 @@ func (c *sockConn) readLoop() {
 		}
 		return err
 	})
+	c.ws.SetPongHandler(func(string) error {
+		return c.ws.SetReadDeadline(time.Now().Add(silence))
+	})
+	// ackd pings too, so that liveness does not rest on Slack's ping
+	// cadence alone: a pong is something received.
+	stopPing := make(chan struct{})
+	defer close(stopPing)
+	go func() {
+		t := time.NewTicker(silence / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopPing:
+				return
+			case <-t.C:
+				_ = c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(time.Second))
+			}
+		}
+	}()
 	for {
 		_ = c.ws.SetReadDeadline(time.Now().Add(silence))
 		_, msg, err := c.ws.ReadMessage()

@@ -416,3 +416,14 @@ func TestSocketModeCloseLeavesNothingRunning(t *testing.T) {
 		goleak.IgnoreAnyFunction("github.com/ackd/ackd/internal/fakeslack.(*Socket).reader"),
 		goleak.IgnoreAnyFunction("github.com/ackd/ackd/internal/fakeslack.(*Socket).pinger"))
 }
+
+func TestSocketModeOwnPingsKeepAQuietConnection(t *testing.T) {
+	api := fakeslack.New(t, evBotToken)
+	sock := api.SocketMode(t, sockAppToken)
+	sock.PingEvery = time.Hour // this Slack never pings, but answers pings
+	s := startSocket(t, api, sock, "silence = \"300ms\"", 2)
+	time.Sleep(2 * time.Second) // several silence bounds pass: the absence of replacements is the point
+	if n := len(sock.Conns()); n != 2 {
+		t.Errorf("%d connections opened, want 2: pongs to ackd's pings must count as received; log:\n%s", n, s.Logs)
+	}
+}

@@ -24,9 +24,10 @@ const socketPath = "/link/"
 // connection (round robin); an envelope not acked within AckTimeout is sent
 // again, with retry_attempt and retry_reason and a new envelope_id, to a live
 // connection, up to MaxRetries times; while no connection is open, envelopes
-// wait. Refresh sends a `disconnect` (refresh_requested) and closes the
-// connection RefreshGrace later unless the client closed it first; Silence
-// makes a connection send nothing at all; Revoke makes apps.connections.open
+// wait. Client pings are answered with pongs. Refresh sends a `disconnect`
+// (refresh_requested) and closes the connection RefreshGrace later unless the
+// client closed it first; Silence makes a connection send nothing at all (no
+// ping, no pong, no envelope); Revoke makes apps.connections.open
 // answer invalid_auth. Every envelope sent, every ack and every connection is
 // recorded.
 //
@@ -225,6 +226,16 @@ func (k *Socket) serveWS(w http.ResponseWriter, r *http.Request) {
 	for _, d := range queued {
 		k.deliver(d)
 	}
+	ws.SetPingHandler(func(data string) error {
+		k.mu.Lock()
+		silent := c.silenced
+		k.mu.Unlock()
+		if silent {
+			return nil // a silent connection answers nothing, not even pings
+		}
+		_ = ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+		return nil
+	})
 	go k.pinger(c)
 	k.reader(c)
 }
