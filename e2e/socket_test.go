@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -211,6 +212,26 @@ func (e *sockEnv) checkRecorded(ds []sockDelivery) (acked int) {
 		}
 	}
 	return acked
+}
+
+// ackLatency is the p50 and p99 of send-to-ack time as the fake saw it, over
+// acked envelopes: a figure, not an assertion.
+func ackLatency(sock *fakeslack.Socket) (p50, p99 time.Duration) {
+	sent := map[string]time.Time{}
+	for _, s := range sock.Sent() {
+		sent[s.EnvelopeID] = s.Sent
+	}
+	var ds []time.Duration
+	for _, a := range sock.Acks() {
+		if t, ok := sent[a.EnvelopeID]; ok {
+			ds = append(ds, a.At.Sub(t))
+		}
+	}
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], ds[len(ds)*99/100]
 }
 
 func retries(sent []fakeslack.Envelope) int {
@@ -477,8 +498,9 @@ func TestSocketModeRefreshUnderLoad(t *testing.T) {
 			t.Errorf("connection %d was not closed by ackd at SIGTERM: %+v", c.ID, c)
 		}
 	}
-	figure := fmt.Sprintf("socket refresh: deliveries=%d refreshes=%d envelopes_sent=%d resends=%d", len(ds), refreshes,
-		len(e.sock.Sent()), retries(e.sock.Sent()))
+	p50, p99 := ackLatency(e.sock)
+	figure := fmt.Sprintf("socket refresh: deliveries=%d refreshes=%d envelopes_sent=%d resends=%d ack_p50=%s ack_p99=%s", len(ds), refreshes,
+		len(e.sock.Sent()), retries(e.sock.Sent()), p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond))
 	t.Log(figure)
 	fmt.Println("e2e: " + figure)
 }
