@@ -243,10 +243,10 @@ func (si *socketIngress) runSlot(slot int) {
 			}
 			msg := "socket mode: connection closed; replacing it"
 			if reason == "silent" {
-				msg = "socket mode: connection received nothing (no ping, no envelope) within socket_mode.silence; closing and replacing it"
+				msg = "socket mode: connection received nothing (no envelope, ping or pong) within socket_mode.silence; closing and replacing it"
 			}
-			log.Log(context.Background(), lvl, msg, "conn", cur.id, "err", err.Error(), "lived", time.Since(cur.opened).Round(time.Millisecond).String())
 			lived := time.Since(cur.opened)
+			log.Log(context.Background(), lvl, msg, "conn", cur.id, "err", err.Error(), "lived", lived.Round(time.Millisecond).String())
 			si.goShutdown(cur)
 			cur = nil
 			if lived < 5*time.Second {
