@@ -404,9 +404,13 @@ func TestSocketModeCloseLeavesNothingRunning(t *testing.T) {
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// The fake notices a close when its reader sees it.
+	if !sock.Wait(5*time.Second, func() bool { return len(sock.Open()) == 0 }) {
+		t.Errorf("connections %v still open after Close", sock.Open())
+	}
 	for _, c := range sock.Conns() {
-		if c.Closed.IsZero() {
-			t.Errorf("connection %d still open after Close", c.ID)
+		if !c.Refreshed && !c.Silenced && !c.ClosedByClient {
+			t.Errorf("connection %d was not closed by ackd", c.ID)
 		}
 	}
 	goleak.VerifyNone(t, ignore,

@@ -44,7 +44,7 @@ type Socket struct {
 	AckTimeout      time.Duration // default 3s, Slack's
 	MaxRetries      int           // default 3
 	PingEvery       time.Duration // default 200ms
-	RefreshGrace    time.Duration // default 2s
+	RefreshGrace    time.Duration // default 10s
 	ReuseEnvelopeID bool          // re-sends keep the envelope_id (seen at Slack: bolt-js #2487)
 
 	mu        sync.Mutex
@@ -124,7 +124,7 @@ func (c *sconn) routable() bool { return c.open() && !c.refreshed }
 func (s *Server) SocketMode(tb testing.TB, appToken string) *Socket {
 	tb.Helper()
 	k := &Socket{srv: s, appToken: appToken, AckTimeout: 3 * time.Second, MaxRetries: 3,
-		PingEvery: 200 * time.Millisecond, RefreshGrace: 2 * time.Second,
+		PingEvery: 200 * time.Millisecond, RefreshGrace: 10 * time.Second,
 		byEnv: map[string]*delivery{}, byKey: map[string]*delivery{}, changed: make(chan struct{})}
 	s.mu.Lock()
 	s.sock = k
