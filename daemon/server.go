@@ -164,6 +164,11 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sweepOK.Store(s.opts.Now().UnixMilli())
+	if s.cfg.Socket.Enabled {
+		// Before the listener serves: /healthz and /metrics read it.
+		s.socket = newSocketIngress(s)
+		s.socket.start()
+	}
 
 	s.goLoop(func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -173,10 +178,6 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	s.goLoop(s.tickerLoop)
 	s.goLoop(s.immediateLoop)
 	s.goLoop(s.pruneLoop)
-	if s.cfg.Socket.Enabled {
-		s.socket = newSocketIngress(s)
-		s.socket.start()
-	}
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
 	}

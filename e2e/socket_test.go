@@ -88,6 +88,19 @@ effect    = "log"
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Registered before the rig's cleanup, so it runs after every process
+	// was stopped: a race report, panic or fatal error in any log fails.
+	t.Cleanup(func() {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			for _, bad := range []string{"WARNING: DATA RACE", "panic:", "fatal error:"} {
+				if i := strings.Index(string(b), bad); i >= 0 {
+					t.Errorf("%s: %s\n%s", filepath.Base(f), bad, string(b[i:min(len(b), i+3000)]))
+				}
+			}
+		}
+	})
 	r := newRig(t, ackdBin, dir, config, addr, map[string]string{"SLACK_APP_TOKEN": appToken, "SLACK_BOT_TOKEN": botToken})
 	return &sockEnv{t: t, r: r, api: api, sock: sock, db: db, addr: addr}
 }

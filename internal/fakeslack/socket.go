@@ -111,13 +111,14 @@ type sconn struct {
 	byClient  bool
 	refreshed bool
 	silenced  bool
+	hello     bool // hello sent: envelopes may follow
 	stop      chan struct{}
 }
 
 func (c *sconn) open() bool { return c.closed.IsZero() }
 
-// routable: open, not asked to go away.
-func (c *sconn) routable() bool { return c.open() && !c.refreshed }
+// routable: said hello, open, not asked to go away.
+func (c *sconn) routable() bool { return c.hello && c.open() && !c.refreshed }
 
 // SocketMode enables the Socket Mode side on s, accepting appToken in
 // apps.connections.open.
@@ -204,20 +205,23 @@ func (k *Socket) serveWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	c := &sconn{ws: ws, opened: time.Now(), stop: make(chan struct{})}
+	// Registered before its hello: from the client's side the connection
+	// is open now, and a client may close its old one as soon as it reads
+	// the hello.
 	k.mu.Lock()
-	live := k.openCount() + 1
+	c := &sconn{id: len(k.conns) + 1, ws: ws, opened: time.Now(), stop: make(chan struct{})}
+	k.conns = append(k.conns, c)
+	live := k.openCount()
 	k.mu.Unlock()
 	hello, _ := json.Marshal(map[string]any{"type": "hello", "num_connections": live,
 		"connection_info": map[string]string{"app_id": "A0FAKEAPP"},
 		"debug_info":      map[string]any{"host": "fakeslack", "approximate_connection_time": 3600}})
 	if c.write(hello) != nil {
-		_ = ws.Close()
+		k.closed(c, false)
 		return
 	}
 	k.mu.Lock()
-	c.id = len(k.conns) + 1
-	k.conns = append(k.conns, c) // routable only after its hello
+	c.hello = true // routable from now on
 	k.everLive = true
 	queued := k.queue
 	k.queue = nil
@@ -372,7 +376,7 @@ func (k *Socket) deliverN(d *delivery, n int) {
 	}
 	if len(pool) == 0 {
 		for _, c := range k.conns {
-			if c.open() {
+			if c.hello && c.open() {
 				pool = append(pool, c) // asked to refresh but not yet closed
 			}
 		}
