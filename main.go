@@ -15,10 +15,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,13 +66,36 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	pf := root.PersistentFlags()
-	pf.StringVar(&g.config, "config", "", "TOML config file (env ACKD_CONFIG); none = built-in dry-run defaults")
-	pf.StringVar(&g.db, "db", "", "SQLite database file (env ACKD_DB; default ./ackd.db)")
-	pf.StringVar(&g.listen, "listen", "", "listen address (env ACKD_LISTEN; default 127.0.0.1:3000)")
-	root.AddCommand(serveCmd(g), sweepCmd(g), migrateCmd(g), statusCmd(g), outboxCmd(g), pruneCmd(g),
-		sendCmd(g), benchCmd(g), versionCmd(g), ceilingCmd(g))
+	// --config is accepted everywhere (`ackd --config /etc/ackd/ackd.toml
+	// outbox list`); --db and --listen only where they mean something.
+	root.PersistentFlags().StringVar(&g.config, "config", "", "TOML config file (env ACKD_CONFIG); none = built-in dry-run defaults")
+	root.AddCommand(
+		g.with(serveCmd(g), "db", "listen"),
+		g.with(sweepCmd(g), "db"),
+		g.with(migrateCmd(g), "db"),
+		g.with(statusCmd(g), "db"),
+		g.with(outboxCmd(g), "db"),
+		g.with(pruneCmd(g), "db"),
+		g.with(sendCmd(g), "listen"),
+		g.with(benchCmd(g), "db", "listen"),
+		versionCmd(g),
+		g.with(ceilingCmd(g), "listen"))
 	return root
+}
+
+// with registers the shared flags --db and --listen on c (persistent, so
+// that subcommands such as outbox list inherit them).
+func (g *globals) with(c *cobra.Command, flags ...string) *cobra.Command {
+	pf := c.PersistentFlags()
+	for _, f := range flags {
+		switch f {
+		case "db":
+			pf.StringVar(&g.db, "db", "", "SQLite database file (env ACKD_DB; default ./ackd.db)")
+		case "listen":
+			pf.StringVar(&g.listen, "listen", "", "address of the daemon's HTTP listener (env ACKD_LISTEN; default 127.0.0.1:3000)")
+		}
+	}
+	return c
 }
 
 // loadConfig resolves the configuration: file (or defaults) < env < flags.
@@ -158,7 +184,17 @@ func serveCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: Slack ingress, sweep ticker, pruner, /healthz, /metrics",
-		Args:  cobra.NoArgs,
+		Long: "Run the daemon: Slack ingress (/slack/events, /slack/commands, /slack/interactivity),\n" +
+			"the sweep ticker and immediate trigger, the pruner, /healthz and /metrics.\n\n" +
+			"Environment (each secret may instead be given as a file named by …_FILE, e.g. a\n" +
+			"systemd credential; never on the command line):\n" +
+			"  SLACK_SIGNING_SECRET  required: the app's signing secret; serve refuses to start without it\n" +
+			"  SLACK_BOT_TOKEN       bot token for post, react, update (without it their rows stay pending)\n" +
+			"  ACKD_FORWARD_SECRET   signs forward requests (X-Ackd-Signature)\n" +
+			"  SLACK_API_URL         Web API base URL (tests, proxies)\n" +
+			"  ACKD_CONFIG, ACKD_DB, ACKD_LISTEN  as --config, --db, --listen\n" +
+			"  ACKD_LOG_LEVEL        debug, info (default), warn, error",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.loadConfig()
 			if err != nil {
@@ -191,8 +227,12 @@ func sweepCmd(g *globals) *cobra.Command {
 		Use:   "sweep --once",
 		Short: "Claim and perform one batch of due outbox rows, then exit",
 		Long: "Runs the same sweep as the daemon's ticker, against the same database; safe to run\n" +
-			"while the daemon runs (claims are disjoint). Exit status is non-zero only when the\n" +
-			"database itself failed; effect failures are recorded on their rows.",
+			"while the daemon runs (claims are disjoint). Effect failures are recorded on their rows.\n\n" +
+			"Rows whose effect needs a credential this process lacks are left alone (not claimed, or\n" +
+			"given back untouched): the Web API effects (post, react, update) need SLACK_BOT_TOKEN,\n" +
+			"and a forward recorded by a daemon that signs needs ACKD_FORWARD_SECRET. stderr names\n" +
+			"what was left. Exit status is non-zero when the database failed, or when the sweep\n" +
+			"performed nothing while rows are pending and a credential was missing.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !once {
@@ -206,15 +246,45 @@ func sweepCmd(g *globals) *cobra.Command {
 					return err
 				}
 				log := g.logger()
-				sw := sweep.New(st, sweep.Effects(cfg.EffectConfig(sec, log, nil)), cfg.SweepConfig(), log, nil)
+				ec := cfg.EffectConfig(sec, log, nil)
+				sc := cfg.SweepConfig()
+				sc.Skip = ec.Unavailable()
+				if routed := cfg.RoutedSkips(sc.Skip); len(routed) > 0 {
+					fmt.Fprintf(g.stderr, "ackd sweep: not claiming rows this process cannot perform: %s\n", sweep.SkipSummary(routed))
+				}
+				sw := sweep.New(st, sweep.Effects(ec), sc, log, nil)
 				res, err := sw.RunOnce(ctx)
 				fmt.Fprintln(g.stdout, res)
-				return err
+				if err != nil || (len(sc.Skip) == 0 && res.Skipped == 0) || res.Claimed > res.Skipped {
+					return err
+				}
+				// Nothing was performed, and this process lacks a credential:
+				// if rows are waiting, saying "done" would hide them.
+				s, err := st.Stats(ctx)
+				if err != nil {
+					return err
+				}
+				if waiting := s.Pending - s.Leased; waiting > 0 {
+					return fmt.Errorf("sweep performed nothing while %d rows are pending: this process lacks a credential they may need (%s); run it with the daemon's credentials (README: Operating an installed unit)",
+						waiting, sweep.SkipSummary(skipsOf(sc.Skip, res)))
+				}
+				return nil
 			})
 		},
 	}
 	c.Flags().BoolVar(&once, "once", false, "run one sweep and exit")
 	return c
+}
+
+// skipsOf is what a sweep left alone: the effects it did not claim, and
+// forward rows it gave back for want of the forward secret.
+func skipsOf(skip map[string]string, res sweep.Result) map[string]string {
+	out := map[string]string{}
+	maps.Copy(out, skip)
+	if res.Skipped > 0 {
+		out["forward"] = sweep.CredForwardSecret + " is not set"
+	}
+	return out
 }
 
 func migrateCmd(g *globals) *cobra.Command {
@@ -239,7 +309,7 @@ func statusCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "status",
-		Short: "Outbox rows by status, receipts, and the oldest pending row's age",
+		Short: "Outbox rows by status, receipts, the oldest pending row's age, and the daemons running on the database",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withStore(cmd.Context(), false, func(st store.Store, cfg daemon.Config) error {
@@ -247,11 +317,24 @@ func statusCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				fresh, err := st.Instances(cmd.Context(), daemon.InstanceStale)
+				if err != nil {
+					return err
+				}
+				daemons := slices.DeleteFunc(fresh, func(in store.Instance) bool { return !daemon.Alive(in) })
+				now := st.Now()
 				if asJSON {
+					running := []map[string]any{}
+					for _, in := range daemons {
+						running = append(running, map[string]any{"pid": in.PID, "host": in.Host, "listen": in.Listen,
+							"started_at":            in.StartedAt.UTC().Format(time.RFC3339),
+							"heartbeat_age_seconds": int64(max(0, now.Sub(in.HeartbeatAt)).Seconds())})
+					}
 					return json.NewEncoder(g.stdout).Encode(map[string]any{
 						"db": cfg.DB, "schema_version": s.SchemaVersion, "receipts": s.Receipts,
 						"pending": s.Pending, "leased": s.Leased, "done": s.Done, "parked": s.Parked,
 						"oldest_pending_seconds": int64(s.OldestPending.Seconds()),
+						"daemons":                running,
 					})
 				}
 				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
@@ -261,6 +344,16 @@ func statusCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "done\t%d\n", s.Done)
 				fmt.Fprintf(w, "parked\t%d\n", s.Parked)
 				fmt.Fprintf(w, "oldest pending\t%s\n", s.OldestPending.Round(time.Second))
+				if len(daemons) == 0 {
+					fmt.Fprintf(w, "daemons\tnone running (no heartbeat in the last %s)\n", daemon.InstanceStale)
+				}
+				for i, in := range daemons {
+					label := ""
+					if i == 0 {
+						label = "daemons"
+					}
+					fmt.Fprintf(w, "%s\t%s\n", label, daemon.DescribeInstance(in, now))
+				}
 				return w.Flush()
 			})
 		},
@@ -278,6 +371,9 @@ func outboxCmd(g *globals) *cobra.Command {
 		Short: "List outbox rows, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if status != "" && !slices.Contains(store.Statuses, status) {
+				return fmt.Errorf("outbox list: --status %q is not a status; use one of %s", status, strings.Join(store.Statuses, ", "))
+			}
 			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
 				rows, err := st.List(cmd.Context(), status, limit)
 				if err != nil {
@@ -287,7 +383,7 @@ func outboxCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(w, "ID\tSTATUS\tEFFECT\tATTEMPTS\tCREATED\tKEY\tLAST ERROR")
 				for _, r := range rows {
 					fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Status, r.Effect, r.Attempts,
-						r.CreatedAt.UTC().Format(time.DateTime), r.Key, oneLine(r.LastError, 80))
+						r.CreatedAt.UTC().Format(time.DateTime), r.Key, oneLine(lastError(r), 80))
 				}
 				return w.Flush()
 			})
@@ -320,16 +416,12 @@ func outboxCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "id\t%d\nkey\t%s\neffect\t%s\nstatus\t%s\nattempts\t%d\n", r.ID, r.Key, r.Effect, r.Status, r.Attempts)
 				fmt.Fprintf(w, "created\t%s\nnext attempt\t%s\nlease until\t%s\ncompleted\t%s\n",
 					t(r.CreatedAt), t(r.NextAttemptAt), t(r.ClaimExpiresAt), t(r.CompletedAt))
-				fmt.Fprintf(w, "last error\t%s\nresult\t%s\n", r.LastError, r.Result)
+				fmt.Fprintf(w, "last error\t%s\nresult\t%s\n", lastError(r), r.Result)
 				w.Flush()
 				fmt.Fprintln(g.stdout, "payload:")
 				var pretty map[string]any
 				if json.Unmarshal([]byte(r.Payload), &pretty) == nil {
-					// Slack's deprecated verification token rides in the
-					// stored request; an operator's screen does not need it.
-					if raw, ok := pretty["raw"].(map[string]any); ok && raw["token"] != nil {
-						raw["token"] = "(redacted)"
-					}
+					redactSecrets(pretty)
 					enc := json.NewEncoder(g.stdout)
 					enc.SetIndent("", "  ")
 					return enc.Encode(pretty)
@@ -363,7 +455,22 @@ func outboxCmd(g *globals) *cobra.Command {
 					return fmt.Errorf("outbox retry: %q is not a row id", args[0])
 				}
 				if err := st.Requeue(cmd.Context(), id); err != nil {
-					return err
+					if !errors.Is(err, store.ErrNotFound) {
+						return err
+					}
+					r, gerr := st.Get(cmd.Context(), id)
+					switch {
+					case errors.Is(gerr, store.ErrNotFound):
+						return fmt.Errorf("outbox retry: there is no row %d", id)
+					case gerr != nil:
+						return gerr
+					case r.Status == store.StatusDone:
+						return fmt.Errorf("outbox retry: row %d is done (completed %s), not parked; only parked rows are requeued",
+							id, r.CompletedAt.UTC().Format(time.DateTime))
+					default:
+						return fmt.Errorf("outbox retry: row %d is %s, not parked: it is already waiting for a sweep (attempts %d, next attempt %s)",
+							id, r.Status, r.Attempts, r.NextAttemptAt.UTC().Format(time.DateTime))
+					}
 				}
 				fmt.Fprintf(g.stdout, "requeued row %d\n", id)
 				return nil
@@ -373,6 +480,15 @@ func outboxCmd(g *globals) *cobra.Command {
 	retry.Flags().BoolVar(&allParked, "all-parked", false, "requeue every parked row")
 	c.AddCommand(list, show, retry)
 	return c
+}
+
+// lastError is a row's last error as the commands show it: a done row's is
+// from an attempt before the one that succeeded, and says so.
+func lastError(r store.Row) string {
+	if r.Status == store.StatusDone && r.LastError != "" {
+		return "(before it succeeded) " + r.LastError
+	}
+	return r.LastError
 }
 
 func oneLine(s string, n int) string {
@@ -443,17 +559,24 @@ func sendCmd(g *globals) *cobra.Command {
 				}
 				url = g.baseURL() + path
 			}
-			status, resp, err := slacksim.Send(cmd.Context(), slacksim.SendOptions{
+			a, err := slacksim.SendAnswer(cmd.Context(), slacksim.SendOptions{
 				URL: url, Secret: sec, Body: body, Form: form, RetryNum: retryNum})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "%d %s\n", status, http.StatusText(status))
-			if len(resp) > 0 {
-				fmt.Fprintln(g.stdout, strings.TrimSpace(string(resp)))
+			line := fmt.Sprintf("%d %s", a.Status, http.StatusText(a.Status))
+			if o := a.Header.Get(daemon.HeaderOutcome); o != "" {
+				line += " (ackd: " + outcomeText(o, a.Header.Get(daemon.HeaderReason)) + ")"
 			}
-			if status >= 300 {
-				return fmt.Errorf("ackd answered %d", status)
+			fmt.Fprintln(g.stdout, line)
+			if resp := strings.TrimSpace(string(a.Body)); resp != "" && resp != http.StatusText(a.Status) {
+				fmt.Fprintln(g.stdout, resp)
+			}
+			switch {
+			case a.Status == http.StatusUnauthorized:
+				return errors.New("rejected (401): the signing secret differs from the daemon's, or the clock is off (a signature is valid for 5 minutes)")
+			case a.Status >= 300:
+				return fmt.Errorf("the daemon answered %d", a.Status)
 			}
 			return nil
 		},
@@ -462,6 +585,27 @@ func sendCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&form, "form", false, "the file is a form body (slash command or interaction), not Events API JSON")
 	c.Flags().IntVar(&retryNum, "retry-num", 0, "add X-Slack-Retry-Num: N and X-Slack-Retry-Reason: http_timeout")
 	return c
+}
+
+// outcomeText says what ackd decided, from its X-Ackd-Outcome header.
+func outcomeText(outcome, reason string) string {
+	switch outcome {
+	case "first":
+		return "first delivery, recorded"
+	case "duplicate":
+		return "duplicate, already recorded: nothing added"
+	case "ignored":
+		if reason != "" {
+			return "ignored (" + reason + "), nothing recorded"
+		}
+		return "ignored, nothing recorded"
+	case "challenge":
+		return "url_verification challenge answered"
+	case "failed":
+		return "failed: not recorded within the ack budget"
+	default:
+		return outcome
+	}
 }
 
 func versionCmd(g *globals) *cobra.Command {
@@ -490,4 +634,38 @@ func versionCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(g.stdout, "ackd", v)
 		},
 	}
+}
+
+// redactSecrets hides, at any depth of a stored payload, what an operator's
+// screen does not need and must not leak: Slack's deprecated verification
+// token ("token") and every response_url, a bearer capability (anyone who
+// holds one can post to the user for 30 minutes). A URL keeps its scheme and
+// host, so that the operator still sees where it points.
+func redactSecrets(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			switch s, isString := e.(string); {
+			case k == "token" && e != nil:
+				v[k] = "(redacted)"
+			case k == "response_url" && isString && s != "":
+				v[k] = redactedURL(s)
+			default:
+				redactSecrets(e)
+			}
+		}
+	case []any:
+		for _, e := range v {
+			redactSecrets(e)
+		}
+	}
+}
+
+// redactedURL keeps a URL's scheme and host.
+func redactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(redacted)"
+	}
+	return u.Scheme + "://" + u.Host + "/(redacted)"
 }

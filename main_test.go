@@ -842,7 +842,7 @@ func TestBadDatabasePath(t *testing.T) {
 		// Reading needs no write access to the main file: status works.
 		st := procMustRun(t, env, "status", "--json", "--db", path)
 		var s map[string]any
-		if err := json.Unmarshal([]byte(st.Stdout), &s); err != nil || s["schema_version"] != float64(1) {
+		if err := json.Unmarshal([]byte(st.Stdout), &s); err != nil || s["schema_version"] != float64(schemaVersion(t)) {
 			t.Fatalf("status --json on an immutable database: %q (%v)", st.Stdout, err)
 		}
 		// Writing does not, and says which file and why.
@@ -1145,7 +1145,7 @@ func TestStatusAndOutboxCommands(t *testing.T) {
 	if got, want := counts(s), "receipts=2 pending=0 leased=0 done=2 parked=2"; got != want {
 		t.Fatalf("status --json: %s, want %s", got, want)
 	}
-	if s["db"] != db || s["schema_version"] != float64(1) || s["oldest_pending_seconds"] != float64(0) {
+	if s["db"] != db || s["schema_version"] != float64(schemaVersion(t)) || s["oldest_pending_seconds"] != float64(0) {
 		t.Errorf("status --json: %v", s)
 	}
 

@@ -93,3 +93,19 @@ SELECT event_id,
        event_type,
        strftime('%Y-%m-%d %H:%M:%f', received_at / 1000.0, 'unixepoch') AS received
   FROM slack_event_receipts;
+
+-- migrate: 2
+
+-- One row per running `ackd serve` on this database, refreshed by its
+-- heartbeat and deleted at a clean shutdown. A second daemon on the same
+-- database is safe (claims are disjoint) but almost always a mistake: the
+-- newcomer warns naming the others, and `ackd status` lists the ones whose
+-- heartbeat is fresh (a crashed daemon's row goes stale, then is deleted).
+CREATE TABLE ackd_instances (
+  instance_id  TEXT    PRIMARY KEY,  -- random, per process start
+  pid          INTEGER NOT NULL,
+  host         TEXT    NOT NULL,
+  listen       TEXT    NOT NULL,     -- the address it serves Slack on
+  started_at   INTEGER NOT NULL,
+  heartbeat_at INTEGER NOT NULL
+);

@@ -277,9 +277,9 @@ func TestMalformedRequestsAreRejectedAndWriteNothing(t *testing.T) {
 			status: http.StatusOK, writes: []string{"EvBadExactMiB"}},
 		badCase{name: "body of 1 MiB + 1 is 413", path: "/slack/events",
 			body: badPadded(t, "EvBadOverMiB", daemon.MaxBody+1), headers: jsonSigned, status: http.StatusRequestEntityTooLarge},
-		badCase{name: "unsigned body over 1 MiB is 413 before any signature check", path: "/slack/commands",
+		badCase{name: "unsigned body over 1 MiB is 401 before it is read", path: "/slack/commands",
 			body: bytes.Repeat([]byte("a"), 2*daemon.MaxBody), headers: func([]byte) http.Header { return http.Header{} },
-			status: http.StatusRequestEntityTooLarge},
+			status: http.StatusUnauthorized},
 	)
 
 	// Forms.

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
@@ -47,6 +49,7 @@ type Config struct {
 	Filter    FilterConfig    `toml:"filter"`
 	Commands  CommandsConfig  `toml:"commands"`
 	Socket    SocketConfig    `toml:"socket_mode"`
+	Metrics   MetricsConfig   `toml:"metrics"`
 	Routes    []Route         `toml:"route"`
 
 	// Source names where the config came from ("built-in defaults" or a path).
@@ -109,6 +112,14 @@ type SocketConfig struct {
 	Silence     Duration `toml:"silence"`     // a connection that receives nothing this long is replaced
 }
 
+// MetricsConfig places the operator endpoints.
+type MetricsConfig struct {
+	// Listen, when set, serves /metrics and /healthz on this address only,
+	// so that the Slack-facing listener serves nothing but /slack/*. Empty:
+	// both are served on listen, beside the Slack endpoints.
+	Listen string `toml:"listen"`
+}
+
 // Route turns matching requests into one outbox row each.
 type Route struct {
 	Name string `toml:"name"`
@@ -134,6 +145,21 @@ type Route struct {
 	TS              string `toml:"ts"`         // update: message ts (template); default the event's
 	ResponseType    string `toml:"response_type"`
 	ReplaceOriginal bool   `toml:"replace_original"`
+
+	signed  bool               // forward: this daemon signs (ACKD_FORWARD_SECRET is set); recorded in the row
+	ackTmpl *template.Template // ack_text when it is a template, parsed and checked by Validate
+}
+
+// source is the kind of request a route matches (sweep.SourceEvent, …).
+func (r *Route) source() string {
+	switch {
+	case r.Command != "":
+		return sweep.SourceCommand
+	case r.CallbackID != "" || r.ActionID != "":
+		return sweep.SourceInteraction
+	default:
+		return sweep.SourceEvent
+	}
 }
 
 // Effects ackd can perform.
@@ -183,6 +209,16 @@ func Load(path string) (Config, error) {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	cfg.Source = path
+	// A relative db in the file means "beside this file", wherever the
+	// command runs from (`ackd status --config /etc/ackd/ackd.toml` in
+	// another directory must find the same database). The built-in default,
+	// ACKD_DB and --db stay relative to the working directory.
+	var set struct {
+		DB *string `toml:"db"`
+	}
+	if toml.Unmarshal(b, &set) == nil && set.DB != nil && !IsPostgres(cfg.DB) && !filepath.IsAbs(cfg.DB) {
+		cfg.DB = filepath.Join(filepath.Dir(path), cfg.DB)
+	}
 	return cfg, nil
 }
 
@@ -239,6 +275,13 @@ func (c *Config) Validate() error {
 
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen: %q is not host:port", c.Listen)
+	}
+	if c.Metrics.Listen != "" {
+		if _, port, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			bad("metrics.listen: %q is not host:port", c.Metrics.Listen)
+		} else if c.Metrics.Listen == c.Listen && port != "0" {
+			bad("metrics.listen: %q is also listen; give the metrics listener an address of its own, or leave it empty to serve /metrics and /healthz on listen", c.Listen)
+		}
 	}
 	if c.DB == "" {
 		bad("db: empty")
@@ -386,9 +429,22 @@ func (c *Config) Validate() error {
 		if r.Blocks != "" && !jsonArray(r.Blocks) {
 			bad("%s: blocks must be a JSON array of Block Kit blocks", where)
 		}
-		for key, src := range map[string]string{"text": r.Text, "to_channel": r.ToChannel, "ts": r.TS} {
-			if _, err := sweep.ParseTemplate(r.Name, src); err != nil {
+		// Each template is executed once over sample data, so that a field
+		// that does not exist stops startup instead of parking every row.
+		for _, key := range []string{"text", "to_channel", "ts", "ack_text"} {
+			src := map[string]string{"text": r.Text, "to_channel": r.ToChannel, "ts": r.TS, "ack_text": r.AckText}[key]
+			if !strings.Contains(src, "{{") {
+				continue
+			}
+			t, err := sweep.CheckTemplate(r.Name, key, src, r.source())
+			var te *sweep.TemplateError
+			switch {
+			case errors.As(err, &te):
+				bad("%s: %s: %s", where, key, te.Reason)
+			case err != nil:
 				bad("%s: %s: %v", where, key, err)
+			case key == "ack_text":
+				r.ackTmpl = t
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,5 +245,37 @@ func TestSecret(t *testing.T) {
 				t.Fatalf("Secret = %q, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// Issue 16.7: a relative db is resolved against the config file's
+// directory; an absolute path and a PostgreSQL URL are kept as written.
+func TestLoadResolvesRelativeDB(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ db, want string }{
+		{"ackd.db", filepath.Join(dir, "ackd.db")},
+		{"./sub/ackd.db", filepath.Join(dir, "sub", "ackd.db")},
+		{"/var/lib/ackd/ackd.db", "/var/lib/ackd/ackd.db"},
+		{"postgres://ackd@127.0.0.1/ackd", "postgres://ackd@127.0.0.1/ackd"},
+	} {
+		path := filepath.Join(dir, "ackd.toml")
+		if err := os.WriteFile(path, []byte(fmt.Sprintf("db = %q\n", tc.db)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := daemon.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.DB != tc.want {
+			t.Errorf("db = %q: got %q, want %q", tc.db, cfg.DB, tc.want)
+		}
+	}
+	// Without db in the file, the built-in default stays as it is.
+	path := filepath.Join(dir, "nodb.toml")
+	if err := os.WriteFile(path, []byte("listen = \"127.0.0.1:3001\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := daemon.Load(path); err != nil || cfg.DB != daemon.Default().DB {
+		t.Errorf("no db in the file: %q, %v; want the default %q", cfg.DB, err, daemon.Default().DB)
 	}
 }

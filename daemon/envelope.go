@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/ackd/ackd/sweep"
@@ -61,6 +62,9 @@ func ParseEnvelope(body []byte) (Envelope, error) {
 	if env.EventID == "" {
 		return Envelope{}, malformed("event_callback without event_id")
 	}
+	if err := checkID("event_id", env.EventID, rawIDInvalid(body, "event_id")); err != nil {
+		return Envelope{}, err
+	}
 	var raw struct {
 		InnerEvent
 		Channel json.RawMessage `json:"channel"`
@@ -91,6 +95,15 @@ func ParseEnvelope(body []byte) (Envelope, error) {
 	}
 	if raw.Item.TS != "" && in.TS == "" {
 		in.TS = raw.Item.TS
+	}
+	if messageLike(in.Type) {
+		// A route may key a message by {channel}:{ts}.
+		if err := checkID("event.channel", in.Channel, false); err != nil {
+			return Envelope{}, err
+		}
+		if err := checkID("event.ts", in.TS, false); err != nil {
+			return Envelope{}, err
+		}
 	}
 	env.Inner = in
 	return env, nil
@@ -129,6 +142,9 @@ func ParseCommand(body []byte) (Command, error) {
 	c := Command{Form: form, Command: form.Get("command"), Text: form.Get("text"), Trigger: form.Get("trigger_id")}
 	if form.Get("ssl_check") == "" && c.Command == "" {
 		return Command{}, malformed("no command field")
+	}
+	if err := checkID("trigger_id", c.Trigger, false); err != nil {
+		return Command{}, err
 	}
 	return c, nil
 }
@@ -180,6 +196,11 @@ type Interaction struct {
 	ThreadTS    string
 	ActionTS    string
 	Actions     []Action
+
+	// identity holds what else tells two genuine interactions apart when
+	// there is no trigger_id (view_closed, block_suggestion): the view's id
+	// and hash, and the like. It feeds OperationID's fallback only.
+	identity []string
 }
 
 // Action is one element of a block_actions payload's actions.
@@ -223,8 +244,21 @@ func ParseInteraction(body []byte) (Interaction, error) {
 			ChannelID string `json:"channel_id"`
 		} `json:"container"`
 		View struct {
-			CallbackID string `json:"callback_id"`
+			ID             string `json:"id"`
+			Hash           string `json:"hash"`
+			CallbackID     string `json:"callback_id"`
+			RootViewID     string `json:"root_view_id"`
+			PreviousViewID string `json:"previous_view_id"`
 		} `json:"view"`
+		IsCleared  bool   `json:"is_cleared"`
+		APIAppID   string `json:"api_app_id"`
+		Enterprise struct {
+			ID string `json:"id"`
+		} `json:"enterprise"`
+		// block_suggestion: the element and what the user has typed so far.
+		ActionID     string `json:"action_id"`
+		BlockID      string `json:"block_id"`
+		Value        string `json:"value"`
 		ResponseURLs []struct {
 			ResponseURL string `json:"response_url"`
 		} `json:"response_urls"`
@@ -241,10 +275,16 @@ func ParseInteraction(body []byte) (Interaction, error) {
 	if p.Type == "" {
 		return Interaction{}, malformed("payload without type")
 	}
+	if err := checkID("trigger_id", p.TriggerID, rawIDInvalid([]byte(payload), "trigger_id")); err != nil {
+		return Interaction{}, err
+	}
 	ix := Interaction{
 		Raw: json.RawMessage(payload), Type: p.Type, TriggerID: p.TriggerID, CallbackID: p.CallbackID,
 		ResponseURL: p.ResponseURL, TeamID: p.Team.ID, UserID: p.User.ID, ChannelID: p.Channel.ID,
 		MessageTS: p.Message.TS, ThreadTS: p.Message.ThreadTS, ActionTS: p.ActionTS,
+		identity: []string{p.View.ID, p.View.Hash, p.View.RootViewID, p.View.PreviousViewID,
+			strconv.FormatBool(p.IsCleared), p.APIAppID, p.Enterprise.ID, p.Channel.ID, p.Container.ChannelID,
+			p.ActionID, p.BlockID, p.Value},
 	}
 	if ix.CallbackID == "" {
 		ix.CallbackID = p.View.CallbackID
@@ -268,17 +308,30 @@ func ParseInteraction(body []byte) (Interaction, error) {
 }
 
 // OperationID is the receipt key of an interaction: "ix:" + trigger_id, or,
-// for payloads without one, a hash of the fields that identify one user
-// action (type, team, user, callback, action ids and action_ts).
+// for payloads without one (view_closed, block_suggestion), a hash of the
+// fields that identify one user action: type, team, user, callback, action
+// ids, values and action_ts, and the view's id and hash — a modal gets a new
+// view id each time it is opened and a new hash each time it is updated, so
+// two closes of modals with one callback_id by one user are two operations,
+// while the same payload delivered twice is one. The fields are decoded
+// values, so a re-encoding of the same payload keeps its id.
 func (ix Interaction) OperationID() string {
 	if ix.TriggerID != "" {
 		return "ix:" + ix.TriggerID
 	}
 	parts := []string{ix.Type, ix.TeamID, ix.UserID, ix.CallbackID, ix.ActionTS, ix.MessageTS}
+	parts = append(parts, ix.identity...)
 	for _, a := range ix.Actions {
-		parts = append(parts, a.ActionID, a.Value)
+		parts = append(parts, a.ActionID, a.BlockID, a.Value)
 	}
-	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	// Each part is length-prefixed, so no value can shift into its neighbour.
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(strconv.Itoa(len(p)))
+		b.WriteByte(':')
+		b.WriteString(p)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
 	return "ix:h:" + hex.EncodeToString(sum[:12])
 }
 

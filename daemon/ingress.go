@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -23,6 +22,13 @@ const (
 	outcomeChallenge = "challenge" // url_verification
 	outcomeRejected  = "rejected"  // not authenticated, or not a Slack request
 	outcomeFailed    = "failed"    // intent not durable within the ack budget
+)
+
+// Headers on every answer to a Slack request: the outcome above, and for an
+// ignored request why (unhandled_subtype, bot_message, unrouted, …).
+const (
+	HeaderOutcome = "X-Ackd-Outcome"
+	HeaderReason  = "X-Ackd-Reason"
 )
 
 // request is one Slack request after the body was read and verified.
@@ -52,7 +58,8 @@ func ephemeral(text string) []byte {
 	return b
 }
 
-// slackHandler wraps a Slack endpoint: POST only, a capped body read, the
+// slackHandler wraps a Slack endpoint: POST only, Slack's signature headers
+// and a fresh timestamp before the body is read, a bounded body read, the
 // signature check before any parsing, then h under the ack budget.
 func (s *Server) slackHandler(endpoint string, h func(ctx context.Context, req request) answer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,29 +70,10 @@ func (s *Server) slackHandler(endpoint string, h func(ctx context.Context, req r
 			w.Header().Set("Allow", http.MethodPost)
 			a = answer{status: http.StatusMethodNotAllowed, outcome: outcomeRejected, reason: "method " + r.Method}
 		default:
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-			var tooBig *http.MaxBytesError
-			switch {
-			case errors.As(err, &tooBig):
-				a = answer{status: http.StatusRequestEntityTooLarge, outcome: outcomeRejected,
-					reason: "body over " + strconv.Itoa(MaxBody) + " bytes"}
-			case err != nil:
-				a = answer{status: http.StatusBadRequest, outcome: outcomeRejected, reason: "body read: " + err.Error()}
-			default:
-				if verr := s.verify.Verify(r.Header, body); verr != nil {
-					if endpoint == "commands" && sslCheck(body) {
-						// Slack's SSL check of a command URL: answered 200
-						// whether or not it is signed; nothing is read
-						// from it and nothing is written.
-						a = answer{outcome: outcomeIgnored, reason: "ssl_check", typ: "ssl_check"}
-						break
-					}
-					a = answer{status: http.StatusUnauthorized, outcome: outcomeRejected, reason: verr.Error()}
-					break
-				}
-				ctx, cancel := context.WithDeadline(r.Context(), start.Add(s.cfg.Ack.Budget.Duration))
-				a = h(ctx, request{r: r, body: body, start: start})
-				cancel()
+			var release func()
+			a, release = s.readAndVerify(w, r, endpoint, start, h)
+			if release != nil {
+				defer release()
 			}
 		}
 		if a.status == 0 {
@@ -93,6 +81,12 @@ func (s *Server) slackHandler(endpoint string, h func(ctx context.Context, req r
 		}
 		if len(a.body) > 0 {
 			w.Header().Set("Content-Type", a.ctype)
+		}
+		// What ackd decided, for `ackd send` and anyone debugging with curl;
+		// Slack ignores it.
+		w.Header().Set(HeaderOutcome, a.outcome)
+		if a.outcome == outcomeIgnored && a.reason != "" {
+			w.Header().Set(HeaderReason, a.reason)
 		}
 		if a.status >= 400 && len(a.body) == 0 {
 			http.Error(w, http.StatusText(a.status), a.status)
@@ -114,6 +108,46 @@ func (s *Server) slackHandler(endpoint string, h func(ctx context.Context, req r
 		}
 		s.logAnswer(endpoint, r, a, took)
 	})
+}
+
+// readAndVerify reads and verifies a Slack request and runs h on it. A
+// request without Slack's signature headers, or with a timestamp outside the
+// window, is refused before its body is read; the one exception is Slack's
+// unsigned ssl_check of a command URL, for which a few bytes are read. The
+// release function, when not nil, returns the body's bytes to the budget.
+func (s *Server) readAndVerify(w http.ResponseWriter, r *http.Request, endpoint string, start time.Time,
+	h func(ctx context.Context, req request) answer) (answer, func()) {
+	if herr := s.verify.CheckHeaders(r.Header); herr != nil {
+		reject := answer{status: http.StatusUnauthorized, outcome: outcomeRejected, reason: herr.Error()}
+		if endpoint != "commands" || r.ContentLength > sslCheckMax {
+			return s.refuse(w, reject), nil
+		}
+		body, release, ra := s.readBody(w, r, sslCheckMax, start)
+		if ra != nil {
+			return *ra, nil
+		}
+		release() // held no longer than this check
+		if sslCheck(body) {
+			return answer{outcome: outcomeIgnored, reason: "ssl_check", typ: "ssl_check"}, nil
+		}
+		return reject, nil
+	}
+	body, release, ra := s.readBody(w, r, MaxBody, start)
+	if ra != nil {
+		return *ra, nil
+	}
+	if verr := s.verify.Verify(r.Header, body); verr != nil {
+		if endpoint == "commands" && sslCheck(body) {
+			// Slack's SSL check of a command URL: answered 200 whether or
+			// not it is signed; nothing is read from it and nothing is
+			// written.
+			return answer{outcome: outcomeIgnored, reason: "ssl_check", typ: "ssl_check"}, release
+		}
+		return answer{status: http.StatusUnauthorized, outcome: outcomeRejected, reason: verr.Error()}, release
+	}
+	ctx, cancel := context.WithDeadline(r.Context(), start.Add(s.cfg.Ack.Budget.Duration))
+	defer cancel()
+	return h(ctx, request{r: r, body: body, start: start}), release
 }
 
 func (s *Server) logAnswer(endpoint string, r *http.Request, a answer, took time.Duration) {
@@ -253,7 +287,7 @@ func (s *Server) handleCommand(ctx context.Context, req request) answer {
 		}
 		in.Rows = append(in.Rows, row)
 		if ackText == "" {
-			ackText = r.AckText
+			ackText = r.ackText(facts, s.log)
 		}
 	}
 	if a.err == nil {

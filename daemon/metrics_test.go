@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/internal/fakeslack"
 )
 
 // metricsScrape is one parsed GET /metrics.
@@ -286,14 +288,19 @@ func TestMetrics(t *testing.T) {
 
 	t.Run("a parked row moves ackd_parked_total and the parked gauge", func(t *testing.T) {
 		t.Parallel()
-		// A post route without SLACK_BOT_TOKEN parks at once (no_bot_token).
-		srv := startServer(t, configFor(t, `
+		// Slack's channel_not_found is permanent: the row parks at once.
+		api := fakeslack.New(t, evBotToken)
+		api.Script("chat.postMessage", fakeslack.Err("channel_not_found"))
+		srv := startServer(t, configFor(t, fmt.Sprintf(`
+[slack]
+api_url = %q
+
 [[route]]
 name   = "say"
 event  = "message"
 effect = "post"
 text   = "seen"
-`), daemon.Options{})
+`, api.URL())), evBotOptions())
 		if r := srv.postEvent(eventBody("EvPark", message("C1", "1700000000.000400", "hi"))); r.Status != http.StatusOK {
 			t.Fatalf("event: %d %s", r.Status, r.Body)
 		}

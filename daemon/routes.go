@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"log/slog"
 	"slices"
 
 	"github.com/ackd/ackd/store"
@@ -29,11 +30,13 @@ func (c *Config) eventRows(env Envelope, body []byte) ([]store.NewRow, string, e
 		return nil, ignoredChannel, nil
 	}
 	if messageLike(in.Type) {
-		if in.Type == "message" && !slices.Contains(f.Subtypes, in.Subtype) {
-			return nil, ignoredSubtype, nil
-		}
+		// Bots first: a bot's message (subtype bot_message, or any message
+		// carrying bot_id) is ignored as one, whatever its subtype.
 		if f.IgnoreBots && in.BotID != "" {
 			return nil, ignoredBot, nil
+		}
+		if in.Type == "message" && !slices.Contains(f.Subtypes, in.Subtype) {
+			return nil, ignoredSubtype, nil
 		}
 		if c.Slack.BotUserID != "" && in.User == c.Slack.BotUserID {
 			return nil, ignoredOwn, nil
@@ -120,7 +123,7 @@ func (r *Route) row(key, source string, facts sweep.Facts, raw []byte) (store.Ne
 		TimeoutMS: r.Timeout.Milliseconds(),
 		Params: sweep.Params{
 			Channel: r.ToChannel, Text: r.Text, Thread: r.Thread, Reaction: r.Reaction, TS: r.TS,
-			URL: r.URL, ResponseType: r.ResponseType, ReplaceOriginal: r.ReplaceOriginal,
+			URL: r.URL, Signed: r.signed, ResponseType: r.ResponseType, ReplaceOriginal: r.ReplaceOriginal,
 		},
 		Facts: facts,
 		Raw:   json.RawMessage(raw),
@@ -133,4 +136,19 @@ func (r *Route) row(key, source string, facts sweep.Facts, raw []byte) (store.Ne
 		return store.NewRow{}, err
 	}
 	return store.NewRow{Key: key, Effect: r.Effect, Payload: s}, nil
+}
+
+// ackText renders the route's ack_text over the command's facts. It runs
+// before the ack, so it must not fail it: a template that fails on this
+// request answers the literal text, and the error is logged.
+func (r *Route) ackText(facts sweep.Facts, log *slog.Logger) string {
+	if r.ackTmpl == nil {
+		return r.AckText
+	}
+	s, err := sweep.Execute(r.ackTmpl, r.Name, "ack_text", facts.Data())
+	if err != nil {
+		log.Warn("ack_text did not render; answered the literal text", "route", r.Name, "err", err)
+		return r.AckText
+	}
+	return s
 }

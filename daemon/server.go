@@ -6,6 +6,11 @@
 // immediate trigger, the pruner, the systemd watchdog, and a bounded
 // graceful shutdown.
 //
+// A request is refused before its body is read unless it carries Slack's
+// signature headers with a fresh timestamp; bodies that are read share a
+// byte budget (answered 503 when it is full) and must arrive within half the
+// ack budget (see body.go).
+//
 // Limits: one process owns the listener; other processes may share the
 // database (`ackd sweep --once`). Answers that Slack needs synchronously in
 // the body beyond an ephemeral text (view_submission response_action,
@@ -19,10 +24,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ackd/ackd/store"
@@ -49,8 +56,12 @@ type Options struct {
 	Notifier *Notifier        // nil: no sd_notify
 	// ShutdownTimeout bounds waiting for in-flight acks at Close (default 10s).
 	ShutdownTimeout time.Duration
-	// HTTPClient is used by the forward and respond effects (default: plain).
+	// HTTPClient is used by the effects (default: plain); the effects use a
+	// copy that never follows redirects.
 	HTTPClient *http.Client
+	// BodyBudget bounds the bytes of Slack request bodies held at once
+	// (default DefaultBodyBudget); see bodyBudget.
+	BodyBudget int64
 }
 
 // Server is a running ackd.
@@ -61,11 +72,16 @@ type Server struct {
 	store   store.Store
 	sweeper *sweep.Sweeper
 	verify  *Verifier // nil: no signing secret, HTTP Slack routes off
+	bodies  *bodyBudget
 	metrics *metrics
 	socket  *socketIngress // nil unless [socket_mode] enabled
 
 	ln   net.Listener
 	http *http.Server
+	// The operator listener ([metrics] listen); nil when /metrics and
+	// /healthz share the Slack listener.
+	metricsLn   net.Listener
+	metricsHTTP *http.Server
 
 	ctx    context.Context // background work; cancelled at Close
 	cancel context.CancelFunc
@@ -74,6 +90,7 @@ type Server struct {
 
 	sweepOK   atomic.Int64    // unix ms of the last sweep that did not fail on the database
 	running   [2]atomic.Int64 // per loop (ticker, immediate): unix ms its sweep started; 0 when idle
+	instance  store.Instance  // this process in ackd_instances
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -98,7 +115,14 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
-	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"), kick: make(chan struct{}, 1)}
+	// Rows record whether their forward is signed, so that a sweep without
+	// the secret leaves them alone instead of sending them unsigned.
+	cfg.Routes = slices.Clone(cfg.Routes)
+	for i := range cfg.Routes {
+		cfg.Routes[i].signed = cfg.Routes[i].Effect == "forward" && opts.Secrets.ForwardSecret != ""
+	}
+	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
+		bodies: newBodyBudget(opts.BodyBudget), kick: make(chan struct{}, 1)}
 	if opts.Secrets.SigningSecret != "" {
 		// Without a signing secret (Socket Mode alone) the HTTP Slack
 		// routes are not served at all.
@@ -121,6 +145,21 @@ func (c Config) SweepConfig() sweep.Config {
 		DefaultTimeout: 10 * time.Second}
 }
 
+// RoutedSkips keeps the skipped effects (sweep.Config.Skip) that this
+// configuration's routes make rows for: each route's effect, and post for
+// a forward's reply in an event's thread.
+func (c Config) RoutedSkips(skip map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, r := range c.Routes {
+		for _, e := range []string{r.Effect, map[string]string{"forward": "post"}[r.Effect]} {
+			if why, ok := skip[e]; ok {
+				out[e] = why
+			}
+		}
+	}
+	return out
+}
+
 // EffectConfig maps configuration and secrets onto the effects'.
 func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) sweep.EffectConfig {
 	return sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
@@ -130,6 +169,29 @@ func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) swe
 // Open opens the database, binds the listener and starts the background
 // loops. On error everything opened so far is closed.
 func (s *Server) Open(ctx context.Context) (err error) {
+	// Bind both listeners first: a daemon that cannot listen must not
+	// leave a new, empty database behind.
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+	}
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
+	if s.cfg.Metrics.Listen != "" {
+		mln, err := net.Listen("tcp", s.cfg.Metrics.Listen)
+		if err != nil {
+			return fmt.Errorf("metrics.listen %s: %w", s.cfg.Metrics.Listen, err)
+		}
+		defer func() {
+			if err != nil {
+				mln.Close()
+			}
+		}()
+		s.metricsLn = mln
+	}
 	st, err := OpenStore(ctx, s.cfg.DB, s.cfg.StoreOptions(s.opts.Schema, s.opts.Now))
 	if err != nil {
 		return err
@@ -141,14 +203,29 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		}
 	}()
 	s.metrics = newMetrics(st)
-	reg := sweep.Effects(s.cfg.EffectConfig(s.opts.Secrets, s.opts.Logger, s.opts.HTTPClient))
-	s.sweeper = sweep.New(st, reg, s.cfg.SweepConfig(), s.opts.Logger, s.metrics)
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ackd_request_body_bytes_held",
+		Help: "Bytes of the request body budget reserved by Slack requests being read or answered now.",
+	}, func() float64 { return float64(s.bodies.held.Load()) }))
+	ec := s.cfg.EffectConfig(s.opts.Secrets, s.opts.Logger, s.opts.HTTPClient)
+	sc := s.cfg.SweepConfig()
+	sc.Skip = ec.Unavailable()
+	s.sweeper = sweep.New(st, sweep.Effects(ec), sc, s.opts.Logger, s.metrics)
 
-	ln, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
-	}
 	s.ln = ln
+	if s.metricsLn != nil {
+		s.metricsHTTP = &http.Server{
+			Handler: s.operatorMux(http.NewServeMux()),
+			// A scrape or a health probe is a small GET.
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      15 * time.Second,
+			IdleTimeout:       90 * time.Second,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		}
+	}
+	s.announce(ctx)
 	s.http = &http.Server{
 		Handler: s.Handler(),
 		// Slack sends small bodies and needs its answer within 3s: a client
@@ -175,9 +252,17 @@ func (s *Server) Open(ctx context.Context) (err error) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	})
+	if s.metricsHTTP != nil {
+		s.goLoop(func() {
+			if err := s.metricsHTTP.Serve(s.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("metrics server stopped", "err", err)
+			}
+		})
+	}
 	s.goLoop(s.tickerLoop)
 	s.goLoop(s.immediateLoop)
 	s.goLoop(s.pruneLoop)
+	s.goLoop(s.heartbeatLoop)
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
 	}
@@ -190,11 +275,15 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		s.log.Warn("a full batch of the slowest effect outlasts the lease: rows late in a batch will wait for the lease to expire; raise sweep.lease or sweep.workers, or lower sweep.batch",
 			"batch", s.cfg.Sweep.Batch, "workers", s.cfg.Sweep.Workers, "slowest_timeout", slowest.String(), "lease", s.cfg.Sweep.Lease.String())
 	}
+	if skip := s.cfg.RoutedSkips(sc.Skip); len(skip) > 0 {
+		s.log.Warn("routes name effects this daemon cannot perform: their rows stay pending until a process with the credential sweeps them",
+			"skipped", sweep.SkipSummary(skip))
+	}
 	if s.cfg.Builtin {
 		s.log.Warn("no routes configured: running the built-in dry run, which logs every event and performs nothing (give --config a file with [[route]] entries)",
 			"config", s.cfg.Source)
 	}
-	s.log.Info("ackd listening", "addr", ln.Addr().String(), "db", s.cfg.DB, "config", s.cfg.Source,
+	s.log.Info("ackd listening", "addr", ln.Addr().String(), "metrics_addr", s.MetricsAddr(), "db", s.cfg.DB, "config", s.cfg.Source,
 		"synchronous", s.cfg.Synchronous, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String(),
 		"http_slack_routes", s.verify != nil, "socket_mode", s.cfg.Socket.Enabled)
 	if err := s.opts.Notifier.Ready(); err != nil {
@@ -214,6 +303,15 @@ func (s *Server) goLoop(fn func()) {
 
 // Addr is the listener's address (useful with port 0).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// MetricsAddr is the operator listener's address, or Addr when /metrics and
+// /healthz are served on the Slack listener.
+func (s *Server) MetricsAddr() string {
+	if s.metricsLn == nil {
+		return s.Addr()
+	}
+	return s.metricsLn.Addr().String()
+}
 
 // Store is the server's database.
 func (s *Server) Store() store.Store { return s.store }
@@ -242,17 +340,36 @@ func (s *Server) Close() error {
 			}
 			cancel()
 		}
+		if s.metricsHTTP != nil {
+			// Scrapes and probes have nothing to finish.
+			if err := s.metricsHTTP.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("metrics listener close: %w", err))
+			}
+		}
 		if s.cancel != nil {
 			s.cancel()
 		}
 		s.wg.Wait()
+		if s.store != nil && s.instance.ID != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			// Not a shutdown failure: the row goes stale and status stops
+			// listing this daemon after InstanceStale.
+			if err := s.store.Retire(ctx, s.instance.ID); err != nil {
+				s.log.Warn("could not remove this daemon from ackd_instances", "err", err)
+			}
+			cancel()
+		}
 		if s.store != nil {
 			if err := s.store.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close database: %w", err))
 			}
 		}
 		s.closeErr = errors.Join(errs...)
-		s.log.Info("stopped", "err", s.closeErr)
+		if s.closeErr != nil {
+			s.log.Error("stopped with errors", "err", s.closeErr)
+		} else {
+			s.log.Info("stopped")
+		}
 	})
 	return s.closeErr
 }
@@ -321,7 +438,7 @@ func (s *Server) every(d time.Duration, fn func()) {
 
 // immediateLoop runs the sweep right after first deliveries. It drains
 // while sweeps come back full, so a burst is worked off without waiting for
-// the ticker. It is an optimisation: without it the ticker delivers all.
+// the ticker, and sweeps once more for follow-ups (a forward's reply). It is an optimisation: without it the ticker delivers all.
 func (s *Server) immediateLoop() {
 	for {
 		select {
@@ -336,7 +453,9 @@ func (s *Server) immediateLoop() {
 					}
 					break
 				}
-				if res.Claimed < s.sweeper.Config().Batch {
+				// Again while sweeps come back full, and when a completion
+				// enqueued a follow-up (a forward's reply), which is due now.
+				if res.Claimed < s.sweeper.Config().Batch && res.FollowUps == 0 {
 					break
 				}
 			}
@@ -404,7 +523,9 @@ func (s *Server) notifyStatus() {
 		q.Pending, q.Parked, q.OldestPending.Round(time.Second)))
 }
 
-// Handler is the HTTP surface.
+// Handler is the HTTP surface of the Slack listener: the Slack endpoints,
+// and /healthz and /metrics unless [metrics] listen moves them to a
+// listener of their own.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if s.verify != nil {
@@ -412,6 +533,14 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("/slack/commands", s.slackHandler("commands", s.handleCommand))
 		mux.Handle("/slack/interactivity", s.slackHandler("interactivity", s.handleInteraction))
 	}
+	if s.cfg.Metrics.Listen == "" {
+		s.operatorMux(mux)
+	}
+	return mux
+}
+
+// operatorMux adds the operator endpoints to mux.
+func (s *Server) operatorMux(mux *http.ServeMux) *http.ServeMux {
 	mux.HandleFunc("/healthz", s.handleHealth)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	return mux

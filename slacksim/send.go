@@ -42,11 +42,25 @@ type SendOptions struct {
 // status and up to 1 MiB of the response body. A non-2xx status is not an
 // error; err reports only failures to build, send or read the request.
 func Send(ctx context.Context, opts SendOptions) (status int, body []byte, err error) {
+	a, err := SendAnswer(ctx, opts)
+	return a.Status, a.Body, err
+}
+
+// Answer is a receiver's response to one delivery.
+type Answer struct {
+	Status int
+	Header http.Header
+	Body   []byte // at most 1 MiB
+}
+
+// SendAnswer is Send returning the response headers too (ackd says what it
+// decided in X-Ackd-Outcome).
+func SendAnswer(ctx context.Context, opts SendOptions) (Answer, error) {
 	if opts.URL == "" {
-		return 0, nil, errors.New("send: no URL")
+		return Answer{}, errors.New("send: no URL")
 	}
 	if opts.Secret == "" {
-		return 0, nil, errors.New("send: no signing secret")
+		return Answer{}, errors.New("send: no signing secret")
 	}
 	now := opts.Now
 	if now == nil {
@@ -62,18 +76,19 @@ func Send(ctx context.Context, opts SendOptions) (status int, body []byte, err e
 	}
 	req, err := newSlackRequest(ctx, opts.URL, opts.Secret, now(), opts.Body, ctype, opts.RetryNum)
 	if err != nil {
-		return 0, nil, fmt.Errorf("send: %w", err)
+		return Answer{}, fmt.Errorf("send: %w", err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("send: %w", err)
+		return Answer{}, fmt.Errorf("send: %w", err)
 	}
 	defer resp.Body.Close()
-	body, err = io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	a := Answer{Status: resp.StatusCode, Header: resp.Header}
+	a.Body, err = io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return resp.StatusCode, body, fmt.Errorf("send: read response: %w", err)
+		return a, fmt.Errorf("send: read response: %w", err)
 	}
-	return resp.StatusCode, body, nil
+	return a, nil
 }
 
 // newSlackRequest builds a POST carrying body, signed at ts, with Slack's

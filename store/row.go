@@ -9,6 +9,9 @@ const (
 	StatusParked  = "parked"
 )
 
+// Statuses lists every status, in the order a row moves through them.
+var Statuses = []string{StatusPending, StatusDone, StatusParked}
+
 // Row is one outbox row as the sweep and the operator commands see it.
 type Row struct {
 	ID             int64
@@ -16,11 +19,11 @@ type Row struct {
 	Effect         string
 	Payload        string // JSON; carries everything needed to perform the effect
 	Status         string
-	Attempts       int
+	Attempts       int // attempts made: failed ones, plus the successful one once done
 	ClaimToken     string
 	ClaimExpiresAt time.Time // zero when not claimed
 	NextAttemptAt  time.Time
-	LastError      string
+	LastError      string // the last failed attempt's error; a done row may keep one from before its success
 	Result         string
 	CreatedAt      time.Time
 	CompletedAt    time.Time // zero until done
@@ -85,4 +88,14 @@ type EventCheck struct {
 	Receipts int      // ids with a receipt
 	WithRows int      // ids with at least one outbox row keyed "{id}:…"
 	Missing  []string // ids without a receipt (first few)
+}
+
+// Instance is one running `ackd serve` on the database (table ackd_instances).
+type Instance struct {
+	ID          string // random per process start
+	PID         int
+	Host        string
+	Listen      string
+	StartedAt   time.Time
+	HeartbeatAt time.Time // set by the store on Heartbeat
 }

@@ -53,9 +53,11 @@ type Store interface {
 	// row token holds, in id order. A non-nil filter restricts the claim to
 	// rows whose effect it accepts (see ClaimFilter).
 	Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *ClaimFilter) ([]Row, error)
-	// Complete marks row id done if token still holds it, storing result and
-	// enqueueing followUps in the same transaction. held == false: the lease
-	// was lost, nothing was written.
+	// Complete marks row id done if token still holds it, counting the
+	// successful attempt (attempts+1: a row done on its first attempt shows
+	// 1), storing result and enqueueing followUps in the same transaction.
+	// last_error is kept: it is the last failed attempt's. held == false: the
+	// lease was lost, nothing was written.
 	Complete(ctx context.Context, id int64, token, result string, followUps []NewRow) (held bool, err error)
 	// Fail records a failed attempt if token still holds the row.
 	Fail(ctx context.Context, id int64, token string, kind FailKind, msg string, retryAfter time.Duration) (FailResult, error)
@@ -64,7 +66,8 @@ type Store interface {
 	GetByKey(ctx context.Context, key string) (Row, error)
 	List(ctx context.Context, status string, limit int) ([]Row, error)
 	// Requeue puts one parked row back to pending with a fresh attempt
-	// budget, due now; ErrNotFound if no parked row has that id.
+	// budget, due now; ErrNotFound if no parked row has that id (the caller
+	// may Get the row to say why).
 	Requeue(ctx context.Context, id int64) error
 	RequeueParked(ctx context.Context) (int64, error)
 
@@ -84,6 +87,17 @@ type Store interface {
 	SchemaVersion(ctx context.Context) (int, error)
 	// BusyErrors counts lock-contention errors seen (a metric).
 	BusyErrors() int64
+
+	// Instances: the running `ackd serve` processes on this database.
+	//
+	// Heartbeat inserts or refreshes in's row (heartbeat_at = now) and
+	// deletes rows whose heartbeat is older than a day (crashed daemons).
+	Heartbeat(ctx context.Context, in Instance) error
+	// Instances returns the instances whose heartbeat is at most fresh old,
+	// oldest start first.
+	Instances(ctx context.Context, fresh time.Duration) ([]Instance, error)
+	// Retire deletes instance id's row (a clean shutdown).
+	Retire(ctx context.Context, id string) error
 
 	// Now is the clock the store stamps rows with.
 	Now() time.Time

@@ -47,6 +47,7 @@ const (
 	Retryable   Class = iota // back off and try again; park when attempts run out
 	Permanent                // park now: retrying cannot help
 	RateLimited              // try again after RetryAfter without spending an attempt
+	Unavailable              // this process cannot perform the row (a credential is missing): give it back untouched
 )
 
 func (c Class) String() string {
@@ -55,6 +56,8 @@ func (c Class) String() string {
 		return "permanent"
 	case RateLimited:
 		return "rate_limited"
+	case Unavailable:
+		return "unavailable"
 	default:
 		return "retryable"
 	}

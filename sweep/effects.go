@@ -17,7 +17,7 @@ type EffectConfig struct {
 	BotToken      string       // xoxb-…; empty: post, react and update park with no_bot_token
 	APIURL        string       // Web API base; empty means Slack's. A trailing slash is added.
 	ForwardSecret string       // signs forward requests; empty sends no X-Ackd-Signature
-	HTTPClient    *http.Client // shared by every effect; nil means a plain client (the job's ctx is the deadline)
+	HTTPClient    *http.Client // shared by every effect; nil means a plain client (the job's ctx is the deadline); redirects are never followed, even by a client given here
 	Logger        *slog.Logger // performers log only at Debug; nil discards
 	Now           func() time.Time
 }
@@ -27,9 +27,7 @@ type EffectConfig struct {
 // slack-go's own retries off: a failed attempt goes back to the outbox, which
 // reschedules it, rather than sleeping inside the call.
 func Effects(cfg EffectConfig) Registry {
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
-	}
+	cfg.HTTPClient = noRedirects(cfg.HTTPClient)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -57,6 +55,22 @@ func Effects(cfg EffectConfig) Registry {
 	}
 }
 
+// noRedirects returns a copy of c (or a plain client) that never follows a
+// redirect: the caller sees the 3xx itself. Following one is wrong for every
+// effect: on 301/302/303 Go re-sends a POST as a bodyless GET, whose 200
+// would mark the row done although the handler never saw the envelope; on
+// 307/308 the signed body, its X-Ackd-Signature and Idempotency-Key would go
+// to whatever host the Location names, internal ones included. The caller's
+// client is copied, not changed, since it may be shared.
+func noRedirects(c *http.Client) *http.Client {
+	var nc http.Client
+	if c != nil {
+		nc = *c
+	}
+	nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &nc
+}
+
 // effects holds what the performers share.
 type effects struct {
 	cfg EffectConfig
@@ -73,14 +87,14 @@ func (e *effects) webAPI() (*slack.Client, error) {
 	return e.api, nil
 }
 
-// render renders a template param, or returns def when src is empty.
-func render(p Payload, src, def string) (string, error) {
+// render renders the template param key, or returns def when src is empty.
+func render(p Payload, key, src, def string) (string, error) {
 	if src == "" {
 		return def, nil
 	}
-	s, err := p.Render(src)
+	s, err := p.Render(key, src)
 	if err != nil {
-		return "", permanent("template", "%w", err)
+		return "", &Failure{Class: Permanent, Code: "template", Err: err}
 	}
 	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -46,6 +47,12 @@ func (e *effects) forward(ctx context.Context, job Job) (Outcome, error) {
 	p := job.Payload
 	if p.Params.URL == "" {
 		return Outcome{}, permanent("no_url", "forward: the route names no url")
+	}
+	if p.Params.Signed && e.cfg.ForwardSecret == "" {
+		// The handler expects a signature; an unsigned request would be
+		// refused and the row parked. Leave it for a process that can sign.
+		return Outcome{}, &Failure{Class: Unavailable, Code: "no_forward_secret",
+			Err: errors.New(CredForwardSecret + " is not set; this row was recorded by a daemon that signs forwards")}
 	}
 	env := p.Raw
 	if !present(env) {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"text/template"
 	"time"
 )
 
@@ -40,6 +39,7 @@ type Params struct {
 	Reaction        string          `json:"reaction,omitempty"`  // react
 	TS              string          `json:"ts,omitempty"`        // update: template; default the event's ts
 	URL             string          `json:"url,omitempty"`       // forward
+	Signed          bool            `json:"signed,omitempty"`    // forward: recorded by a daemon that signs; needs ACKD_FORWARD_SECRET
 	ResponseURL     string          `json:"response_url,omitempty"`
 	ResponseType    string          `json:"response_type,omitempty"` // respond: "ephemeral" | "in_channel"
 	ReplaceOriginal bool            `json:"replace_original,omitempty"`
@@ -126,25 +126,16 @@ func (p Payload) Data() Data {
 	return d
 }
 
-// ParseTemplate checks a template source; config validation uses it so that a
-// broken template fails startup instead of parking rows.
-func ParseTemplate(name, src string) (*template.Template, error) {
-	return template.New(name).Option("missingkey=zero").Parse(src)
-}
-
-// Render executes src over the payload's facts, or returns it unchanged when
-// the payload is Literal.
-func (p Payload) Render(src string) (string, error) {
+// Render executes the route's template key (text, to_channel, ts) over the
+// payload's facts, or returns src unchanged when the payload is Literal. Its
+// error is one line naming the route, the key and the field.
+func (p Payload) Render(key, src string) (string, error) {
 	if p.Params.Literal || !strings.Contains(src, "{{") {
 		return src, nil
 	}
-	t, err := ParseTemplate(p.Route, src)
+	t, err := ParseTemplate(p.Route, key, src)
 	if err != nil {
-		return "", fmt.Errorf("template: %w", err)
+		return "", err
 	}
-	var b strings.Builder
-	if err := t.Execute(&b, p.Data()); err != nil {
-		return "", fmt.Errorf("template: %w", err)
-	}
-	return b.String(), nil
+	return Execute(t, p.Route, key, p.Data())
 }

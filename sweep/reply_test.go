@@ -182,7 +182,7 @@ func TestForwardReplyAtLeastOnce(t *testing.T) {
 
 		// The lease expired: a real sweep repeats the forward (at-least-once)
 		// and its fenced completion enqueues the follow-up.
-		f.runOnce(t, sw, sweep.Result{Claimed: 1, Done: 1})
+		f.runOnce(t, sw, sweep.Result{Claimed: 1, Done: 1, FollowUps: 1})
 		// The attempt number is attempts+1, and attempts counts recorded
 		// failures: the crash recorded nothing, so the repeat is announced
 		// as attempt 1 again. The handler tells a repeat by the unchanged
@@ -194,7 +194,8 @@ func TestForwardReplyAtLeastOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if row.Status != store.StatusDone || row.Attempts != 0 || !strings.Contains(row.Result, replyFollow) {
+		// attempts counts recorded attempts: the crashed one left no record, the repeat that completed does.
+		if row.Status != store.StatusDone || row.Attempts != 1 || !strings.Contains(row.Result, replyFollow) {
 			t.Errorf("forward row after the repeat: %+v", row)
 		}
 		replies := f.replyRows(t)

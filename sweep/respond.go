@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	neturl "net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ func (e *effects) respond(ctx context.Context, job Job) (Outcome, error) {
 	if url == "" {
 		return Outcome{}, permanent("no_response_url", "respond: the request carries no response_url (events and view submissions have none)")
 	}
-	text, err := render(p, p.Params.Text, "")
+	text, err := render(p, "text", p.Params.Text, "")
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -47,6 +48,7 @@ func (e *effects) respond(ctx context.Context, job Job) (Outcome, error) {
 
 	e.log.DebugContext(ctx, "response_url call", "key", job.Row.Key, "response_type", body.ResponseType)
 	resp, err := e.postJSON(ctx, url, b, nil)
+	resp.secretURL = true
 	if err != nil {
 		return Outcome{}, Classify(err)
 	}
@@ -98,10 +100,27 @@ type httpResponse struct {
 	status int
 	header http.Header
 	body   []byte
+	// secretURL: the URL is a bearer capability (a response_url), so a
+	// redirect's Location is shown without its path and query.
+	secretURL bool
 }
 
-// failure classifies a non-2xx reply, quoting the body in the message.
+// failure classifies a non-2xx reply, quoting the body in the message. A 3xx
+// is permanent (redirects are never followed, see noRedirects) and names the
+// Location, so that the operator can fix the URL (often http → https, or a
+// missing trailing slash).
 func (r httpResponse) failure(now time.Time) *Failure {
+	if r.status >= 300 && r.status <= 399 {
+		loc := r.header.Get("Location")
+		switch {
+		case loc == "":
+			loc = "(no Location header)"
+		case r.secretURL:
+			loc = redactURL(loc)
+		}
+		return permanent("http_"+strconv.Itoa(r.status),
+			"HTTP %d redirect to %s: ackd does not follow redirects; point the URL at the final address", r.status, loc)
+	}
 	return statusFailure(r.status, retryAfter(r.header, now),
 		fmt.Errorf("HTTP %d %s", r.status, snippet(r.body)))
 }

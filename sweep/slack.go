@@ -25,7 +25,7 @@ func (e *effects) post(ctx context.Context, job Job) (Outcome, error) {
 		return Outcome{}, err
 	}
 	p := job.Payload
-	channel, err := render(p, p.Params.Channel, p.Facts.Channel)
+	channel, err := render(p, "to_channel", p.Params.Channel, p.Facts.Channel)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -90,11 +90,11 @@ func (e *effects) update(ctx context.Context, job Job) (Outcome, error) {
 		return Outcome{}, err
 	}
 	p := job.Payload
-	channel, err := render(p, p.Params.Channel, p.Facts.Channel)
+	channel, err := render(p, "to_channel", p.Params.Channel, p.Facts.Channel)
 	if err != nil {
 		return Outcome{}, err
 	}
-	ts, err := render(p, p.Params.TS, p.Facts.TS)
+	ts, err := render(p, "ts", p.Params.TS, p.Facts.TS)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -117,7 +117,7 @@ func (e *effects) update(ctx context.Context, job Job) (Outcome, error) {
 // messageOptions are the rendered text and the blocks of a post or update.
 // Text is sent unescaped so that templates can write <@U123> mentions.
 func messageOptions(p Payload) ([]slack.MsgOption, error) {
-	text, err := render(p, p.Params.Text, "")
+	text, err := render(p, "text", p.Params.Text, "")
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,12 @@
 //
 // Delivery is at-least-once: the effect happens before its completion is
 // written, so a crash (or a lost lease) between the two repeats the effect.
+//
+// A sweep touches only rows it can perform: effects whose credential the
+// process lacks (EffectConfig.Unavailable, passed as Config.Skip) are left
+// out of the claim, and a performer that finds a row it cannot do (a signed
+// forward without the secret) gives it back untouched (class Unavailable,
+// outcome skipped) rather than parking it.
 package sweep
 
 import (
@@ -29,6 +35,10 @@ type Config struct {
 	Workers        int           // effects performed at once (default 4)
 	Lease          time.Duration // claim lease (default 10m); must exceed every effect timeout
 	DefaultTimeout time.Duration // effect timeout when the row names none (default 10s)
+	// Skip names effects this process must not claim, each with the reason
+	// (EffectConfig.Unavailable: a credential it lacks). Their rows stay
+	// pending for a process that can perform them.
+	Skip map[string]string
 }
 
 func (c *Config) setDefaults() {
@@ -55,6 +65,7 @@ const (
 	OutcomeFenced      = "fenced"    // the lease was lost before the result was written
 	OutcomeAbandoned   = "abandoned" // not started or cut short (shutdown, lease too short); the lease will expire
 	OutcomeError       = "error"     // the result could not be written to the database
+	OutcomeSkipped     = "skipped"   // given back untouched: this process lacks what the row needs
 )
 
 // Observer receives what a sweep did (metrics). Implementations must be safe
@@ -66,13 +77,29 @@ type Observer interface {
 
 // Result counts one sweep's rows by what happened to them.
 type Result struct {
-	Claimed, Done, Retried, Parked, Fenced, Abandoned int
+	Claimed, Done, Retried, Parked, Fenced, Abandoned, Skipped int
+	// FollowUps counts rows enqueued by completions (a forward's reply):
+	// they are due at once, so the immediate trigger sweeps again for them.
+	FollowUps int
 }
 
+// String is the summary `ackd sweep --once` prints; skipped=N is added only
+// when a row was given back.
 func (r Result) String() string {
-	return fmt.Sprintf("claimed=%d done=%d retried=%d parked=%d fenced=%d",
+	s := fmt.Sprintf("claimed=%d done=%d retried=%d parked=%d fenced=%d",
 		r.Claimed, r.Done, r.Retried, r.Parked, r.Fenced)
+	if r.Skipped > 0 {
+		s += fmt.Sprintf(" skipped=%d", r.Skipped)
+	}
+	return s
 }
+
+// handBack is how long a row given back by a process that lacks its
+// credential waits before it is due again.
+const handBack = 5 * time.Second
+
+// Skipped returns the effects this sweeper does not claim, with the reason.
+func (s *Sweeper) Skipped() map[string]string { return s.cfg.Skip }
 
 // Sweeper runs sweeps over one store.
 type Sweeper struct {
@@ -81,12 +108,17 @@ type Sweeper struct {
 	cfg   Config
 	log   *slog.Logger
 	obs   Observer
+	claim *store.ClaimFilter // nil: every effect
 }
 
 // New returns a Sweeper. obs may be nil.
 func New(st store.Store, reg Registry, cfg Config, log *slog.Logger, obs Observer) *Sweeper {
 	cfg.setDefaults()
-	return &Sweeper{store: st, reg: reg, cfg: cfg, log: log.With("component", "sweep"), obs: obs}
+	s := &Sweeper{store: st, reg: reg, cfg: cfg, log: log.With("component", "sweep"), obs: obs}
+	if effects := claimable(reg, cfg.Skip); effects != nil {
+		s.claim = &store.ClaimFilter{Effects: effects}
+	}
+	return s
 }
 
 // Config returns the effective configuration.
@@ -115,7 +147,7 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 	// the database stamps and compares leases (Round(0) drops the monotonic
 	// reading, which stops while a VM is suspended).
 	leaseEnd := s.store.Now().Round(0).Add(s.cfg.Lease)
-	rows, err := s.store.Claim(ctx, token, s.cfg.Batch, s.cfg.Lease, nil)
+	rows, err := s.store.Claim(ctx, token, s.cfg.Batch, s.cfg.Lease, s.claim)
 	if err != nil {
 		return Result{}, err
 	}
@@ -124,12 +156,13 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 		return res, nil
 	}
 	outcomes := make([]string, len(rows))
+	followUps := make([]int, len(rows))
 	errs := make([]error, len(rows))
 	var g errgroup.Group
 	g.SetLimit(s.cfg.Workers)
 	for i, row := range rows {
 		g.Go(func() error {
-			outcomes[i], errs[i] = s.perform(ctx, token, leaseEnd, row)
+			outcomes[i], followUps[i], errs[i] = s.perform(ctx, token, leaseEnd, row)
 			return nil
 		})
 	}
@@ -139,6 +172,7 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 		switch o {
 		case OutcomeDone:
 			res.Done++
+			res.FollowUps += followUps[i]
 		case OutcomeRetry, OutcomeRateLimited:
 			res.Retried++
 		case OutcomeParked:
@@ -147,6 +181,8 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 			res.Fenced++
 		case OutcomeAbandoned:
 			res.Abandoned++
+		case OutcomeSkipped:
+			res.Skipped++
 		}
 		if errs[i] != nil && dbErr == nil {
 			dbErr = errs[i]
@@ -157,7 +193,14 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 
 // perform runs one row's effect and records the result, fenced by token. Its
 // error is a database error; the effect's own failure is recorded on the row.
-func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time, row store.Row) (outcome string, err error) {
+func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time, row store.Row) (outcome string, followUps int, err error) {
+	outcome, err = s.attempt(ctx, token, leaseEnd, row, &followUps)
+	return outcome, followUps, err
+}
+
+// attempt is perform's body; a done row's enqueued follow-ups are counted
+// into *followUps.
+func (s *Sweeper) attempt(ctx context.Context, token string, leaseEnd time.Time, row store.Row, followUps *int) (outcome string, err error) {
 	job := Job{Row: row, Attempt: row.Attempts + 1}
 	log := s.log.With("id", row.ID, "key", row.Key, "effect", row.Effect, "attempt", job.Attempt)
 	start := time.Now()
@@ -215,6 +258,7 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 				"outcome", OutcomeFenced, "latency_ms", took.Milliseconds(), "lease", s.cfg.Lease)
 			return OutcomeFenced, nil
 		}
+		*followUps = len(out.FollowUps)
 		log.Info("effect done", "outcome", OutcomeDone, "latency_ms", took.Milliseconds(), "follow_ups", len(out.FollowUps))
 		return OutcomeDone, nil
 	}
@@ -225,14 +269,18 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 		return OutcomeAbandoned, nil
 	}
 	f := AsFailure(effErr)
-	kind := store.FailRetryable
+	kind, retryAfter := store.FailRetryable, f.RetryAfter
 	switch f.Class {
 	case Permanent:
 		kind = store.FailPermanent
 	case RateLimited:
 		kind = store.FailRateLimited
+	case Unavailable:
+		// Given back without spending an attempt, due again soon, for a
+		// process that has what this one lacks.
+		kind, retryAfter = store.FailRateLimited, handBack
 	}
-	fr, err := s.store.Fail(wctx, row.ID, token, kind, f.Error(), f.RetryAfter)
+	fr, err := s.store.Fail(wctx, row.ID, token, kind, f.Error(), retryAfter)
 	if err != nil {
 		log.Error("effect failed and the failure was not recorded", "code", f.Code, "err", err)
 		return "", err
@@ -247,6 +295,10 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 			"outcome", OutcomeParked, "class", f.Class.String(), "code", f.Code,
 			"latency_ms", took.Milliseconds(), "err", f.Error())
 		return OutcomeParked, nil
+	case f.Class == Unavailable:
+		log.Warn("effect skipped: this process lacks what the row needs; the row is left for one that has it",
+			"outcome", OutcomeSkipped, "code", f.Code, "err", f.Error())
+		return OutcomeSkipped, nil
 	case f.Class == RateLimited:
 		log.Warn("effect rate limited", "outcome", OutcomeRateLimited, "code", f.Code,
 			"retry_after", f.RetryAfter, "latency_ms", took.Milliseconds())

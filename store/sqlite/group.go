@@ -64,7 +64,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		           VALUES (?, ?, ?, ?, ?)
 		           ON CONFLICT (idempotency_key) DO NOTHING`),
 		complete: p(`UPDATE outbox
-		                SET status = 'done', completed_at = ?, result = ?, claim_expires_at = NULL
+		                SET status = 'done', attempts = attempts + 1, completed_at = ?, result = ?, claim_expires_at = NULL
 		              WHERE id = ? AND claim_token = ? AND status = 'pending'`),
 		// ?1 token, ?2 lease expiry, ?3 now, ?4 limit, ?5 the effects a
 		// claim may take as a JSON array, or NULL for every effect. See Claim.

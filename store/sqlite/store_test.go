@@ -619,10 +619,17 @@ func TestStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := store.Stats{Queue: store.Queue{Pending: 1, Done: 1, Parked: 1, OldestPending: 90 * time.Second},
-		Receipts: 1, Leased: 0, SchemaVersion: 1}
+		Receipts: 1, Leased: 0, SchemaVersion: strings.Count(schema(t), "\n-- migrate: ")}
 	if st != want {
 		t.Fatalf("stats = %+v, want %+v", st, want)
 	}
+}
+
+// withNextMigration appends a migration section after the schema's last one
+// and returns the schema and the new section's version.
+func withNextMigration(schema, sql string) (string, int) {
+	n := strings.Count(schema, "\n-- migrate: ") + 1
+	return fmt.Sprintf("%s\n-- migrate: %d\n%s\n", schema, n, sql), n
 }
 
 func TestMigrate(t *testing.T) {
@@ -635,10 +642,10 @@ func TestMigrate(t *testing.T) {
 		}
 		mustRecord(t, s, intent("Ev1", "r"))
 		s.Close()
-		next := sch + "\n-- migrate: 2\nALTER TABLE outbox ADD COLUMN note TEXT;\n"
+		next, n := withNextMigration(sch, "ALTER TABLE outbox ADD COLUMN note TEXT;")
 		s2 := mustOpen(t, path, store.Options{Schema: next})
 		v, _ := s2.SchemaVersion(context.Background())
-		if v != 2 {
+		if v != n {
 			t.Fatalf("user_version = %d", v)
 		}
 		if n := count(t, rawDB(t, path), `SELECT count(*) FROM outbox WHERE note IS NULL`); n != 1 {
@@ -648,7 +655,7 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("a database newer than the binary is refused", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "ackd.db")
-		next := schema(t) + "\n-- migrate: 2\nSELECT 1;\n"
+		next, _ := withNextMigration(schema(t), "SELECT 1;")
 		s := mustOpen(t, path, store.Options{Schema: next})
 		s.Close()
 		_, err := sqlite.Open(context.Background(), path, store.Options{Schema: schema(t)})

@@ -13,6 +13,7 @@ type (
 	Queue       = store.Queue
 	Stats       = store.Stats
 	EventCheck  = store.EventCheck
+	Instance    = store.Instance
 )
 
 const (

@@ -1,0 +1,83 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/sweep"
+)
+
+// A running daemon refreshes its ackd_instances row every InstanceHeartbeat;
+// a row whose heartbeat is older than InstanceStale is not running (the
+// process died without its clean shutdown).
+const (
+	InstanceHeartbeat = 10 * time.Second
+	InstanceStale     = 3 * InstanceHeartbeat
+)
+
+// announce records this daemon in ackd_instances and warns about any other
+// daemon running on the same database: safe (claims are disjoint), but
+// almost always a mistake (a forgotten process, two units on one file).
+// Neither step stops startup: a daemon on a database it cannot write still
+// serves (answering 500, so Slack retries) and says why in /healthz.
+func (s *Server) announce(ctx context.Context) {
+	host, _ := os.Hostname()
+	s.instance = store.Instance{ID: sweep.NewToken(), PID: os.Getpid(), Host: host,
+		Listen: s.ln.Addr().String(), StartedAt: s.opts.Now()}
+	others, err := s.store.Instances(ctx, InstanceStale)
+	if err != nil {
+		s.log.Warn("could not read the other daemons on this database", "err", err)
+	}
+	if err := s.store.Heartbeat(ctx, s.instance); err != nil {
+		s.log.Warn("could not record this daemon in ackd_instances; `ackd status` will not list it", "err", err)
+	}
+	for _, o := range others {
+		if !Alive(o) {
+			continue // killed before its row went stale (a crash, then systemd's restart)
+		}
+		s.log.Warn("another ackd serve is running on this database: both will sweep the same queue (safe, claims are disjoint, but usually a mistake)",
+			"other", DescribeInstance(o, s.opts.Now()), "other_pid", o.PID, "other_host", o.Host, "db", s.cfg.DB)
+	}
+}
+
+// DescribeInstance says who an instance is, for a log line or `ackd status`:
+// "pid 4242 on host vm1, listening on 127.0.0.1:3000, started 2026-12-01
+// 09:00:00 UTC, seen 3s ago".
+func DescribeInstance(in store.Instance, now time.Time) string {
+	return fmt.Sprintf("pid %d on host %s, listening on %s, started %s, seen %s ago", in.PID, in.Host, in.Listen,
+		in.StartedAt.UTC().Format(time.DateTime+" MST"), max(0, now.Sub(in.HeartbeatAt)).Round(time.Second))
+}
+
+// Alive reports whether an instance with a fresh heartbeat may still be
+// running: on this host, its process must exist (a daemon killed a moment
+// ago, then restarted, is not "another daemon"); on another host it is
+// taken at its heartbeat's word.
+func Alive(in store.Instance) bool {
+	if host, err := os.Hostname(); err != nil || host != in.Host || in.PID <= 0 {
+		return true
+	}
+	// Signal 0 checks for the process without signalling it; EPERM means
+	// it exists under another user.
+	return !errors.Is(syscall.Kill(in.PID, 0), syscall.ESRCH)
+}
+
+func (s *Server) heartbeatLoop() {
+	failing := false
+	s.every(InstanceHeartbeat, func() {
+		ctx, cancel := context.WithTimeout(s.ctx, InstanceHeartbeat/2)
+		err := s.store.Heartbeat(ctx, s.instance)
+		cancel()
+		switch {
+		case err != nil && s.ctx.Err() == nil && !failing:
+			s.log.Warn("instance heartbeat failed; `ackd status` may not list this daemon", "err", err)
+			failing = true
+		case err == nil && failing:
+			failing = false
+		}
+	})
+}

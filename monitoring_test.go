@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/ackd/ackd/internal/testreq"
+)
+
+// monitoringExprs returns every PromQL expression in the shipped Grafana
+// dashboard (panel targets and template queries) and in the rules file.
+func monitoringExprs(tb testing.TB) (dashboard, rules []string) {
+	tb.Helper()
+	b, err := os.ReadFile("monitoring/ackd-dashboard.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Type  string `json:"type"`
+				Query any    `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		tb.Fatalf("dashboard JSON: %v", err)
+	}
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			tb.Errorf("dashboard panel %q has no query", p.Title)
+		}
+		for _, t := range p.Targets {
+			dashboard = append(dashboard, t.Expr)
+		}
+	}
+	for _, v := range dash.Templating.List {
+		if q, ok := v.Query.(string); ok && v.Type == "query" {
+			dashboard = append(dashboard, q)
+		}
+	}
+	r, err := os.ReadFile("monitoring/ackd-rules.yml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s*expr:\s*(.+?)\s*$`).FindAllStringSubmatch(string(r), -1) {
+		rules = append(rules, m[1])
+	}
+	if len(dashboard) == 0 || len(rules) == 0 {
+		tb.Fatalf("found %d dashboard and %d rule expressions", len(dashboard), len(rules))
+	}
+	return dashboard, rules
+}
+
+// Issue 16.12: every metric the dashboard and the alert rules use is one a
+// running ackd exports, read from a real /metrics scrape, and the dashboard
+// shows what an operator needs.
+func TestMonitoringUsesExportedMetrics(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := procWriteConfig(t, dir, "ackd.toml", "[[route]]\nname = \"log\"\nevent = \"app_mention\"\neffect = \"log\"\n")
+	d := procServe(t, procServeOpts{Config: cfg, DB: filepath.Join(dir, "ackd.db")})
+	// One request and one effect, so that the labelled families exist.
+	d.mustPostEvent(procMention("EvMon1", "hi"))
+	var families map[string]*dto.MetricFamily
+	procWaitFor(t, "an effect attempt in /metrics", 20*time.Second, func() bool {
+		resp, err := procClient.Get(d.URL + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+		p := expfmt.NewTextParser(model.LegacyValidation)
+		families, err = p.TextToMetricFamilies(resp.Body)
+		return err == nil && families["ackd_effect_attempts_total"] != nil
+	})
+	d.stop()
+	exported := map[string]bool{}
+	for name, f := range families {
+		exported[name] = true
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				exported[name+s] = true
+			}
+		}
+	}
+
+	dashboard, rules := monitoringExprs(t)
+	ackdName := regexp.MustCompile(`\backd_[a-z0-9_]+`)
+	// A selector of a metric that is not ackd's (say up{job="ackd"}) would
+	// depend on how Prometheus is set up; the files use ackd's own.
+	otherSelector := regexp.MustCompile(`\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{`)
+	used := map[string]bool{}
+	for _, e := range append(slices.Clone(dashboard), rules...) {
+		for _, name := range ackdName.FindAllString(e, -1) {
+			used[name] = true
+			if !exported[name] {
+				t.Errorf("%s is used in %q but ackd does not export it", name, e)
+			}
+		}
+		for _, m := range otherSelector.FindAllStringSubmatch(e, -1) {
+			if !strings.HasPrefix(m[1], "ackd_") {
+				t.Errorf("%q selects %s, which is not an ackd metric", e, m[1])
+			}
+		}
+	}
+	joined := strings.Join(dashboard, "\n")
+	for _, want := range []string{
+		"ackd_ack_latency_seconds_bucket", "by (le, outcome)", // ack latency percentiles by outcome
+		"ackd_requests_total", "by (status)",
+		"ackd_outbox_rows", "ackd_outbox_oldest_pending_seconds",
+		"ackd_effect_attempts_total", "ackd_fence_rejections_total",
+		`status="parked"`, "ackd_sqlite_busy_errors_total",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+	for _, want := range []string{"ackd_outbox_oldest_pending_seconds", "ackd_outbox_rows", "ackd_fence_rejections_total"} {
+		if !slices.ContainsFunc(rules, func(e string) bool { return strings.Contains(e, want) }) {
+			t.Errorf("no alert rule uses %s", want)
+		}
+	}
+}
+
+// Issue 16.12: promtool accepts the rules file, and every dashboard query
+// (with Grafana's variables filled in) as PromQL.
+func TestMonitoringPromtool(t *testing.T) {
+	t.Parallel()
+	promtool, err := exec.LookPath("promtool")
+	testreq.Need(t, err == nil, "promtool is not installed (Debian: apt-get install prometheus; .ci/with-promtool.sh)")
+	if out, err := exec.Command(promtool, "check", "rules", "monitoring/ackd-rules.yml").CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules monitoring/ackd-rules.yml: %v\n%s", err, out)
+	}
+	dashboard, _ := monitoringExprs(t)
+	var b strings.Builder
+	b.WriteString("groups:\n- name: ackd-dashboard\n  rules:\n")
+	fill := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".*")
+	for i, e := range dashboard {
+		if strings.HasPrefix(e, "label_values(") { // a Grafana function, not PromQL
+			continue
+		}
+		q, _ := json.Marshal(fill.Replace(e)) // a JSON string is a YAML string
+		fmt.Fprintf(&b, "  - record: ackd:dashboard:%d\n    expr: %s\n", i, q)
+	}
+	path := filepath.Join(t.TempDir(), "dashboard-rules.yml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "check", "rules", path).CombinedOutput(); err != nil {
+		t.Fatalf("a dashboard query is not valid PromQL: %v\n%s", err, out)
+	}
+}

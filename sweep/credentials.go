@@ -1,0 +1,73 @@
+package sweep
+
+import (
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Credentials an effect may need, named by the environment variable that
+// gives them (each also as …_FILE).
+const (
+	CredBotToken      = "SLACK_BOT_TOKEN"
+	CredForwardSecret = "ACKD_FORWARD_SECRET"
+)
+
+// webAPIEffects call the Slack Web API and need a bot token.
+var webAPIEffects = []string{"post", "react", "update"}
+
+// Unavailable names the effects this configuration cannot perform at all,
+// each with the reason: a process without SLACK_BOT_TOKEN cannot perform the
+// Web API effects. A sweep must not claim such rows (it would only park
+// them); it leaves them to a process that has the credential.
+//
+// forward is never unavailable as a whole: a row recorded by a daemon that
+// signs forwards (Params.Signed) needs ACKD_FORWARD_SECRET, and a sweep
+// without it gives that row back untouched (Unavailable failure class), while
+// rows recorded unsigned go out as before.
+func (cfg EffectConfig) Unavailable() map[string]string {
+	out := map[string]string{}
+	if cfg.BotToken == "" {
+		for _, e := range webAPIEffects {
+			out[e] = CredBotToken + " is not set"
+		}
+	}
+	return out
+}
+
+// claimable lists the effects of reg that are not in skip, sorted; nil
+// when skip is empty (every effect may be claimed, and a row whose effect
+// this ackd does not know is parked as unknown_effect).
+func claimable(reg Registry, skip map[string]string) []string {
+	if len(skip) == 0 {
+		return nil
+	}
+	var out []string
+	for e := range reg {
+		if _, no := skip[e]; !no {
+			out = append(out, e)
+		}
+	}
+	slices.Sort(out)
+	if out == nil {
+		out = []string{} // claim nothing, not everything
+	}
+	return out
+}
+
+// SkipSummary says in one line which effects a sweep leaves alone and why,
+// grouping effects that share a reason: "post, react, update (SLACK_BOT_TOKEN
+// is not set)". Empty when nothing is skipped.
+func SkipSummary(skip map[string]string) string {
+	byReason := map[string][]string{}
+	for e, why := range skip {
+		byReason[why] = append(byReason[why], e)
+	}
+	var parts []string
+	for _, why := range slices.Sorted(maps.Keys(byReason)) {
+		es := byReason[why]
+		slices.Sort(es)
+		parts = append(parts, strings.Join(es, ", ")+" ("+why+")")
+	}
+	return strings.Join(parts, "; ")
+}
