@@ -174,6 +174,7 @@ func secrets(signing bool) (daemon.Secrets, error) {
 	}
 	if signing {
 		get("SLACK_SIGNING_SECRET", &sec.SigningSecret)
+		get("SLACK_APP_TOKEN", &sec.AppToken)
 	}
 	get("SLACK_BOT_TOKEN", &sec.BotToken)
 	get("ACKD_FORWARD_SECRET", &sec.ForwardSecret)

@@ -1005,6 +1005,16 @@ func TestStartupFailures(t *testing.T) {
 	t.Run("no signing secret", func(t *testing.T) {
 		refuses(t, procEnv("SLACK_SIGNING_SECRET="), "", "SLACK_SIGNING_SECRET")
 	})
+	t.Run("socket mode without an app-level token", func(t *testing.T) {
+		refuses(t, procEnv("SLACK_SIGNING_SECRET="), "[socket_mode]\nenabled = true\n", "SLACK_APP_TOKEN")
+	})
+	t.Run("socket mode with a bot token in SLACK_APP_TOKEN_FILE", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "app-token")
+		if err := os.WriteFile(file, []byte("xoxb-not-an-app-token\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		refuses(t, procEnv("SLACK_APP_TOKEN_FILE="+file), "[socket_mode]\nenabled = true\n", "must start with xapp-")
+	})
 	t.Run("both the secret and its file", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "secret")
 		if err := os.WriteFile(file, []byte(procSecret), 0o600); err != nil {

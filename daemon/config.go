@@ -48,6 +48,7 @@ type Config struct {
 	Slack     SlackConfig     `toml:"slack"`
 	Filter    FilterConfig    `toml:"filter"`
 	Commands  CommandsConfig  `toml:"commands"`
+	Socket    SocketConfig    `toml:"socket_mode"`
 	Metrics   MetricsConfig   `toml:"metrics"`
 	Routes    []Route         `toml:"route"`
 
@@ -101,6 +102,14 @@ type FilterConfig struct {
 type CommandsConfig struct {
 	UnhandledText string `toml:"unhandled_text"`
 	FailedText    string `toml:"failed_text"`
+}
+
+// SocketConfig is the Socket Mode ingress (see socket.go). The app-level
+// token comes from SLACK_APP_TOKEN or SLACK_APP_TOKEN_FILE only.
+type SocketConfig struct {
+	Enabled     bool     `toml:"enabled"`
+	Connections int      `toml:"connections"` // held at once, 1..10 (Slack's limit per app)
+	Silence     Duration `toml:"silence"`     // a connection that receives nothing this long is replaced
 }
 
 // MetricsConfig places the operator endpoints.
@@ -181,6 +190,7 @@ func Default() Config {
 			UnhandledText: "This command is not handled here.",
 			FailedText:    "Sorry, that could not be recorded. Please try again.",
 		},
+		Socket:  SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
 		Routes:  []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
 		Source:  "built-in defaults",
 		Builtin: true,
@@ -305,6 +315,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Sweep.MaxAttempts <= 0 {
 		bad("sweep.max_attempts: %d must be positive", c.Sweep.MaxAttempts)
+	}
+	if n := c.Socket.Connections; n < 1 || n > 10 {
+		bad("socket_mode.connections: %d must be between 1 and 10 (Slack allows at most 10 per app)", n)
+	}
+	if d := c.Socket.Silence.Duration; d < 100*time.Millisecond {
+		bad("socket_mode.silence: %s must be at least 100ms (Slack pings every few seconds)", d)
 	}
 	if c.Retention.Receipts.Duration < 10*time.Minute {
 		bad("retention.receipts: %s is shorter than Slack's retry window (about 6 minutes)", c.Retention.Receipts.Duration)

@@ -1,7 +1,8 @@
-// Package daemon is ackd's HTTP ingress and process lifecycle. The ingress
+// Package daemon is ackd's ingress and process lifecycle. The HTTP ingress
 // verifies each Slack request, parses it, applies filters and routes, and
 // commits the receipt and outbox rows before it answers (within the ack
-// budget). The lifecycle runs the listener, the sweep ticker and its
+// budget); the Socket Mode ingress (socket.go) hands each envelope to the
+// same handlers and acks it only after that commit. The lifecycle runs the listener, the sweep ticker and its
 // immediate trigger, the pruner, the systemd watchdog, and a bounded
 // graceful shutdown.
 //
@@ -43,6 +44,7 @@ type Secrets struct {
 	SigningSecret string
 	BotToken      string
 	ForwardSecret string
+	AppToken      string // xapp-…, for Socket Mode
 }
 
 // Options are a Server's dependencies.
@@ -69,9 +71,10 @@ type Server struct {
 	log     *slog.Logger
 	store   store.Store
 	sweeper *sweep.Sweeper
-	verify  *Verifier
+	verify  *Verifier // nil: no signing secret, HTTP Slack routes off
 	bodies  *bodyBudget
 	metrics *metrics
+	socket  *socketIngress // nil unless [socket_mode] enabled
 
 	ln   net.Listener
 	http *http.Server
@@ -97,8 +100,11 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.Secrets.SigningSecret == "" {
-		return nil, errors.New("no Slack signing secret: set SLACK_SIGNING_SECRET or SLACK_SIGNING_SECRET_FILE")
+	if err := checkSocketSecrets(cfg, opts.Secrets); err != nil {
+		return nil, err
+	}
+	if opts.Secrets.SigningSecret == "" && !cfg.Socket.Enabled {
+		return nil, errors.New("no Slack signing secret: set SLACK_SIGNING_SECRET or SLACK_SIGNING_SECRET_FILE (or enable [socket_mode] with SLACK_APP_TOKEN)")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -115,9 +121,14 @@ func New(cfg Config, opts Options) (*Server, error) {
 	for i := range cfg.Routes {
 		cfg.Routes[i].signed = cfg.Routes[i].Effect == "forward" && opts.Secrets.ForwardSecret != ""
 	}
-	return &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
-		verify: NewVerifier(opts.Secrets.SigningSecret, opts.Now), bodies: newBodyBudget(opts.BodyBudget),
-		kick: make(chan struct{}, 1)}, nil
+	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
+		bodies: newBodyBudget(opts.BodyBudget), kick: make(chan struct{}, 1)}
+	if opts.Secrets.SigningSecret != "" {
+		// Without a signing secret (Socket Mode alone) the HTTP Slack
+		// routes are not served at all.
+		s.verify = NewVerifier(opts.Secrets.SigningSecret, opts.Now)
+	}
+	return s, nil
 }
 
 // StoreOptions maps the configuration onto the store's options.
@@ -232,6 +243,11 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sweepOK.Store(s.opts.Now().UnixMilli())
+	if s.cfg.Socket.Enabled {
+		// Before the listener serves: /healthz and /metrics read it.
+		s.socket = newSocketIngress(s)
+		s.socket.start()
+	}
 
 	s.goLoop(func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -270,7 +286,8 @@ func (s *Server) Open(ctx context.Context) (err error) {
 			"config", s.cfg.Source)
 	}
 	s.log.Info("ackd listening", "addr", ln.Addr().String(), "metrics_addr", s.MetricsAddr(), "db", s.cfg.DB, "config", s.cfg.Source,
-		"synchronous", s.cfg.Synchronous, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String())
+		"synchronous", s.cfg.Synchronous, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String(),
+		"http_slack_routes", s.verify != nil, "socket_mode", s.cfg.Socket.Enabled)
 	if err := s.opts.Notifier.Ready(); err != nil {
 		s.log.Warn("sd_notify READY failed", "err", err)
 	}
@@ -312,6 +329,11 @@ func (s *Server) Close() error {
 		_ = s.opts.Notifier.Stopping()
 		s.log.Info("shutting down: finishing in-flight acks")
 		var errs []error
+		if s.socket != nil {
+			// Envelopes in flight commit and are acked; then the
+			// connections close (Slack re-sends whatever was not acked).
+			s.socket.stop(s.opts.ShutdownTimeout)
+		}
 		if s.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 			if err := s.http.Shutdown(ctx); err != nil {
@@ -524,9 +546,11 @@ func (s *Server) notifyStatus() {
 // listener of their own.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/slack/events", s.slackHandler("events", s.handleEvents))
-	mux.Handle("/slack/commands", s.slackHandler("commands", s.handleCommand))
-	mux.Handle("/slack/interactivity", s.slackHandler("interactivity", s.handleInteraction))
+	if s.verify != nil {
+		mux.Handle("/slack/events", s.slackHandler("events", s.handleEvents))
+		mux.Handle("/slack/commands", s.slackHandler("commands", s.handleCommand))
+		mux.Handle("/slack/interactivity", s.slackHandler("interactivity", s.handleInteraction))
+	}
 	if s.cfg.Metrics.Listen == "" {
 		s.operatorMux(mux)
 	}
@@ -550,6 +574,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.healthy() {
 		http.Error(w, "sweep loop is not making progress", http.StatusServiceUnavailable)
+		return
+	}
+	if err := s.socket.health(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "ok")

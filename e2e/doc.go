@@ -50,6 +50,14 @@
 // a schedule; the seed is printed. Under -race the binary is built with -race
 // too, and any race report in a process's log fails the run.
 //
+// socket_test.go runs the same binary in Socket Mode against
+// internal/fakeslack's Socket Mode side: SIGKILLs under load (every acked
+// envelope has its receipt and row), a write lock held by a sqlite3 process
+// (not acked; the re-send is recorded once the lock is free), one payload on
+// two connections (acts once), refreshes of the only connection under load
+// (no moment without a connection, all acked), a silent connection (replaced)
+// and invalid_auth (/healthz 503 and a clear log line).
+//
 // Limits: one machine, one clock; the fake Slack keeps no messages (so a
 // repeated reactions.add succeeds instead of answering already_reacted, and
 // is counted as a duplicate); the daemon is never killed during migration.

@@ -117,6 +117,15 @@ func freeAddr(t *testing.T, rng *rand.Rand) string {
 
 // start launches a new daemon generation and waits until /healthz answers.
 func (r *rig) start() error {
+	p, err := r.launch()
+	if err != nil {
+		return err
+	}
+	return r.waitHealthy(p, 30*time.Second)
+}
+
+// launch starts a new daemon generation without waiting for it.
+func (r *rig) launch() (*daemonProc, error) {
 	r.mu.Lock()
 	r.started++
 	gen := r.started
@@ -124,14 +133,14 @@ func (r *rig) start() error {
 	logPath := filepath.Join(r.dir, fmt.Sprintf("daemon-%02d.log", gen))
 	f, err := os.Create(logPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd := exec.Command(r.bin, "serve", "--config", r.config)
 	cmd.Env = r.env
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return fmt.Errorf("start daemon: %w", err)
+		return nil, fmt.Errorf("start daemon: %w", err)
 	}
 	p := &daemonProc{gen: gen, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
@@ -143,7 +152,7 @@ func (r *rig) start() error {
 	r.cur = p
 	r.procs = append(r.procs, p)
 	r.mu.Unlock()
-	return r.waitHealthy(p, 30*time.Second)
+	return p, nil
 }
 
 // waitHealthy polls /healthz until it answers 200, the process exits, or

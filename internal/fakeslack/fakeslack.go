@@ -1,6 +1,7 @@
 // Package fakeslack is a small stand-in for Slack in tests: a Web API server
-// (chat.postMessage, chat.update, reactions.add) and a recording endpoint for
-// response_url and forward targets, both on 127.0.0.1.
+// (chat.postMessage, chat.update, reactions.add), its Socket Mode side
+// (apps.connections.open and a real WebSocket server, see Socket), and a
+// recording endpoint for response_url and forward targets, all on 127.0.0.1.
 //
 // The Web API speaks Slack's wire format: form-encoded requests, HTTP 200 with
 // {"ok":true,…} or {"ok":false,"error":"…"}, HTTP 429 with Retry-After. Every
@@ -73,6 +74,7 @@ type Server struct {
 	calls  []Call
 	script map[string][]Response
 	seq    int
+	sock   *Socket // Socket Mode side, when enabled
 }
 
 // New starts a Web API server that accepts token and stops it when the test ends.
@@ -114,6 +116,13 @@ func (s *Server) CallsTo(method string) []Call {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	sock := s.sock
+	s.mu.Unlock()
+	if sock != nil && r.URL.Path == socketPath {
+		sock.serveWS(w, r)
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -138,6 +147,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	switch {
 	case scripted:
+	case c.Method == "apps.connections.open" && sock != nil:
+		sock.serveOpen(w, c.Token)
+		return
 	case c.Token == "":
 		resp = Err("not_authed")
 	case c.Token != s.token:
