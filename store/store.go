@@ -53,6 +53,13 @@ type Store interface {
 	// holds) to token until now+lease, in one statement, and returns every
 	// row token holds, in id order. A non-nil filter restricts the claim to
 	// rows whose effect it accepts (see ClaimFilter).
+	//
+	// Lease skew: a lease whose expiry lies further in the future than
+	// now+lease (this call's lease; PostgreSQL allows a grace of up to a
+	// second for clock reads of concurrent claims) counts as expired, so a
+	// lease stamped by a clock that was since set back cannot hold a row
+	// beyond what any claimer would grant. Replicas must therefore share
+	// one lease setting.
 	Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *ClaimFilter) ([]Row, error)
 	// Complete marks row id done if token still holds it, counting the
 	// successful attempt (attempts+1: a row done on its first attempt shows

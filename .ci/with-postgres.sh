@@ -1,0 +1,48 @@
+# Sourced by .ci/run. A throwaway PostgreSQL cluster for the store/postgres
+# tests, the contract suite and the multi-replica e2e suite: initdb as the
+# postgres user (initdb refuses root) in a temporary directory owned by it,
+# listening on 127.0.0.1 on a private port with its socket in that
+# directory, one database, stopped and removed at exit.
+#
+# Exports:
+#   ACKD_TEST_POSTGRES_URL  postgres://ackd@127.0.0.1:PORT/ackd_test?sslmode=disable
+#   ACKD_TEST_PG_CTL        the pg_ctl binary (the stop/start test)
+#   ACKD_TEST_PGDATA        the cluster's data directory
+#   ACKD_TEST_PG_USER       the OS user that owns the cluster (postgres)
+
+# Debian puts the server binaries in /usr/lib/postgresql/<major>/bin, off PATH.
+pg_path() {
+	local d
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do PATH="$d:$PATH"; done
+}
+pg_path
+apt_need postgresql initdb pg_ctl postgres
+pg_path
+
+pg_bin=$(dirname "$(command -v pg_ctl)")
+pg_dir=$(mktemp -d /tmp/ackd-pg.XXXXXX)
+chown postgres: "$pg_dir"
+chmod 700 "$pg_dir"
+# A free port: ask the kernel for one, then hand it to PostgreSQL.
+pg_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 55432)
+
+pg_as() { (cd "$pg_dir" && runuser -u postgres -- "$@"); }
+pg_as "$pg_bin/initdb" -D "$pg_dir/data" -U ackd --auth=trust -E UTF8 --no-instructions >/dev/null
+# Settings for a test cluster on a small shared machine: enough connections
+# for three replicas and the tests, fsync left on (the durability tests mean it).
+cat >>"$pg_dir/data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = ${pg_port}
+unix_socket_directories = '${pg_dir}'
+max_connections = 200
+shared_buffers = 64MB
+CONF
+pg_as "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/log" -w -t 60 start >/dev/null
+ci_cleanup+=("runuser -u postgres -- '$pg_bin/pg_ctl' -D '$pg_dir/data' -m immediate -w stop >/dev/null 2>&1; rm -rf '$pg_dir'")
+pg_as "$pg_bin/createdb" -h "$pg_dir" -p "$pg_port" -U ackd ackd_test
+
+export ACKD_TEST_POSTGRES_URL="postgres://ackd@127.0.0.1:${pg_port}/ackd_test?sslmode=disable"
+export ACKD_TEST_PG_CTL="$pg_bin/pg_ctl"
+export ACKD_TEST_PGDATA="$pg_dir/data"
+export ACKD_TEST_PG_USER=postgres
+echo "postgres ${pg_port} in ${pg_dir}"

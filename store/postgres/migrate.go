@@ -1,0 +1,109 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+var migrateMarker = regexp.MustCompile(`(?m)^-- migrate: (\d+)\s*$`)
+
+type migration struct {
+	version int
+	sql     string
+}
+
+// migrations splits the schema at its "-- migrate: N" markers.
+func migrations(schema string) ([]migration, error) {
+	locs := migrateMarker.FindAllStringSubmatchIndex(schema, -1)
+	if len(locs) == 0 {
+		return nil, fmt.Errorf("schema has no \"-- migrate: N\" section")
+	}
+	var out []migration
+	for i, loc := range locs {
+		v, _ := strconv.Atoi(schema[loc[2]:loc[3]])
+		end := len(schema)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		if want := i + 1; v != want {
+			return nil, fmt.Errorf("schema migration %d found where %d was expected", v, want)
+		}
+		out = append(out, migration{version: v, sql: schema[loc[1]:end]})
+	}
+	return out, nil
+}
+
+// SchemaVersion is the highest applied migration.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ackd_migrations`).Scan(&v)
+	if err != nil {
+		return 0, s.classify(ctx, fmt.Errorf("schema version: %w", err))
+	}
+	return v, nil
+}
+
+// migrate applies the schema's sections newer than the database's, each in
+// its own transaction with its row in ackd_migrations, while holding a
+// session advisory lock keyed by the schema ackd lives in: replicas that
+// start together queue on the lock, and each one after the first finds
+// nothing left to do. The lock is a session lock on one connection, so a
+// crashed migrator releases it with its connection.
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := migrations(s.opts.Schema)
+	if err != nil {
+		return err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	const key = `hashtextextended('ackd migrate ' || current_schema(), 0)`
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+key+`)`); err != nil {
+		return fmt.Errorf("migration lock: %w", err)
+	}
+	defer func() {
+		// A fresh context: an ended ctx must not leave the lock held on a
+		// connection that goes back to the pool.
+		if _, err := conn.Exec(context.Background(), `SELECT pg_advisory_unlock(`+key+`)`); err != nil {
+			conn.Conn().Close(context.Background())
+		}
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS ackd_migrations (
+		version    integer     PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("migrations table: %w", err)
+	}
+	var cur int
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ackd_migrations`).Scan(&cur); err != nil {
+		return err
+	}
+	latest := ms[len(ms)-1].version
+	if cur > latest {
+		return fmt.Errorf("database schema version %d is newer than this ackd (%d)", cur, latest)
+	}
+	for _, m := range ms[cur:] {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO ackd_migrations (version) VALUES ($1)`, m.version)
+			return err
+		})
+		if err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) {
+				return fmt.Errorf("migration %d: %s (%s)", m.version, pe.Message, pe.Code)
+			}
+			return fmt.Errorf("migration %d: %w", m.version, err)
+		}
+	}
+	return nil
+}

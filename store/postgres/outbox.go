@@ -1,0 +1,273 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ackd/ackd/store"
+)
+
+const rowColumns = `id, idempotency_key, effect, payload, status, attempts, claim_token,
+	claim_expires_at, next_attempt_at, last_error, result, created_at, completed_at`
+
+func scanRow(sc pgx.Row) (store.Row, error) {
+	var (
+		r                      store.Row
+		token, lastErr, result *string
+		claimExp, completed    *int64
+		next, created          int64
+	)
+	err := sc.Scan(&r.ID, &r.Key, &r.Effect, &r.Payload, &r.Status, &r.Attempts, &token,
+		&claimExp, &next, &lastErr, &result, &created, &completed)
+	if err != nil {
+		return store.Row{}, err
+	}
+	deref := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	r.ClaimToken, r.LastError, r.Result = deref(token), deref(lastErr), deref(result)
+	r.ClaimExpiresAt, r.CompletedAt = fromMS(claimExp), fromMS(completed)
+	r.NextAttemptAt, r.CreatedAt = time.UnixMilli(next), time.UnixMilli(created)
+	return r, nil
+}
+
+func collect(rows pgx.Rows) ([]store.Row, error) {
+	defer rows.Close()
+	var out []store.Row
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// SkewGrace is how far past now+lease a lease's expiry may lie before the
+// lease-skew rule declares it expired: concurrent claims read the clock a
+// few milliseconds apart, and a claim that read it earlier must not take a
+// lease another claim has just stamped.
+const SkewGrace = time.Second
+
+// claimSQL: $1 clock offset, $2 token, $3 lease (ms), $4 limit, $5 the
+// effects a claim may take (NULL: every effect), $6 the skew grace (ms).
+//
+// Eligible rows: pending, due, and either already ours or free (no lease, an
+// expired lease, or a lease whose expiry lies further in the future than
+// now+lease+grace: the lease-skew rule, so a lease stamped by a clock that
+// ran ahead, or by a database whose clock was since set back, cannot hold a
+// row forever). Both kinds are locked FOR UPDATE SKIP LOCKED: a row another
+// claimer is stamping right now is skipped, never waited for, and a row
+// whose lease changed under our snapshot is re-checked on its new version.
+// Our own rows come first (a re-claim returns the same rows and a token
+// never holds more than limit), then free rows in due order off the
+// outbox_claimable index.
+const claimSQL = `WITH ` + clockCTE + `,
+	picked AS (
+		SELECT id FROM (
+			SELECT id, 0 AS theirs, due FROM (
+				SELECT o.id, o.next_attempt_at AS due FROM outbox o, clock
+				 WHERE o.claim_token = $2 AND o.status = 'pending' AND o.next_attempt_at <= clock.now
+				 ORDER BY o.next_attempt_at, o.id
+				 LIMIT $4
+				   FOR UPDATE OF o SKIP LOCKED) mine
+			UNION ALL
+			SELECT id, 1, due FROM (
+				SELECT o.id, o.next_attempt_at AS due FROM outbox o, clock
+				 WHERE o.status = 'pending' AND o.next_attempt_at <= clock.now
+				   AND (o.claim_token IS NULL OR o.claim_expires_at IS NULL
+				        OR o.claim_expires_at <= clock.now
+				        OR o.claim_expires_at > clock.now + $3::bigint + $6::bigint)
+				   AND o.claim_token IS DISTINCT FROM $2
+				   AND ($5::text[] IS NULL OR o.effect = ANY($5::text[]))
+				 ORDER BY o.next_attempt_at, o.id
+				 LIMIT $4
+				   FOR UPDATE OF o SKIP LOCKED) free
+		) c
+		ORDER BY theirs, due, id
+		LIMIT $4)
+	UPDATE outbox o
+	   SET claim_token = $2, claim_expires_at = clock.now + $3::bigint
+	  FROM clock
+	 WHERE o.id IN (SELECT id FROM picked)
+	RETURNING o.id, o.idempotency_key, o.effect, o.payload, o.status, o.attempts, o.claim_token,
+	          o.claim_expires_at, o.next_attempt_at, o.last_error, o.result, o.created_at, o.completed_at`
+
+// Claim leases up to limit rows that are pending, due and free to token
+// until the database's now+lease, in one statement, and returns every row
+// the token now holds, in id order. See claimSQL.
+func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *store.ClaimFilter) ([]store.Row, error) {
+	if token == "" {
+		return nil, errors.New("claim: empty token")
+	}
+	if limit <= 0 || lease <= 0 {
+		return nil, fmt.Errorf("claim: limit %d and lease %s must be positive", limit, lease)
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var effects []string // nil → NULL: every effect
+	if filter != nil && filter.Effects != nil {
+		effects = append([]string{}, filter.Effects...)
+	}
+	res, err := s.pool.Query(ctx, claimSQL, s.offset.Load(), token, lease.Milliseconds(), limit, effects,
+		SkewGrace.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", s.classify(ctx, err))
+	}
+	rows, err := collect(res)
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", s.classify(ctx, err))
+	}
+	sortByID(rows)
+	return rows, nil
+}
+
+// Complete marks a row done if token still holds it, storing result and
+// enqueueing followUps in the same transaction. held is false when the
+// lease was lost (another token claimed the row, or it is no longer
+// pending): then nothing is written and no follow-up is enqueued.
+func (s *Store) Complete(ctx context.Context, id int64, token, result string, followUps []store.NewRow) (held bool, err error) {
+	var res *string
+	if result != "" {
+		res = &result
+	}
+	off := s.offset.Load()
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `WITH `+clockCTE+`
+			UPDATE outbox
+			   SET status = 'done', completed_at = clock.now, result = $2, claim_expires_at = NULL
+			  FROM clock
+			 WHERE id = $3 AND claim_token = $4 AND status = 'pending'`, off, res, id, token)
+		if err != nil {
+			return err
+		}
+		if held = tag.RowsAffected() == 1; !held || len(followUps) == 0 {
+			return nil
+		}
+		b := &pgx.Batch{}
+		queueRows(b, off, followUps)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return false, fmt.Errorf("complete outbox row %d: %w", id, err)
+	}
+	return held, nil
+}
+
+// Fail records a failed attempt if token still holds the row: it keeps msg
+// as last_error and either reschedules the row (releasing the lease) or
+// parks it (store.Options.Next decides, on the database's clock).
+func (s *Store) Fail(ctx context.Context, id int64, token string, kind store.FailKind, msg string, retryAfter time.Duration) (store.FailResult, error) {
+	var out store.FailResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		out = store.FailResult{}
+		var attempts int
+		var nowMS int64
+		err := tx.QueryRow(ctx, `WITH `+clockCTE+`
+			SELECT attempts, clock.now FROM outbox, clock
+			 WHERE id = $2 AND claim_token = $3 AND status = 'pending'
+			   FOR UPDATE OF outbox`, s.offset.Load(), id, token).Scan(&attempts, &nowMS)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // lease lost
+		}
+		if err != nil {
+			return err
+		}
+		out = s.opts.Next(kind, attempts, time.UnixMilli(nowMS), retryAfter)
+		// The row is locked since the read above; the fence is repeated anyway.
+		_, err = tx.Exec(ctx, `UPDATE outbox
+			    SET status = $1, attempts = $2, next_attempt_at = $3, last_error = $4,
+			        claim_token = NULL, claim_expires_at = NULL
+			  WHERE id = $5 AND claim_token = $6`,
+			out.Status, out.Attempts, out.NextAttemptAt.UnixMilli(), msg, id, token)
+		return err
+	})
+	if err != nil {
+		return store.FailResult{}, fmt.Errorf("fail outbox row %d: %w", id, err)
+	}
+	return out, nil
+}
+
+// Get returns one row by id, or store.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id int64) (store.Row, error) {
+	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+rowColumns+` FROM outbox WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Row{}, fmt.Errorf("outbox row %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Row{}, fmt.Errorf("get outbox row %d: %w", id, s.classify(ctx, err))
+	}
+	return r, nil
+}
+
+// GetByKey returns one row by idempotency key, or store.ErrNotFound.
+func (s *Store) GetByKey(ctx context.Context, key string) (store.Row, error) {
+	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+rowColumns+` FROM outbox WHERE idempotency_key = $1`, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Row{}, fmt.Errorf("outbox row %q: %w", key, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Row{}, fmt.Errorf("get outbox row %q: %w", key, s.classify(ctx, err))
+	}
+	return r, nil
+}
+
+// List returns up to limit rows, newest first, optionally of one status.
+func (s *Store) List(ctx context.Context, status string, limit int) ([]store.Row, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	res, err := s.pool.Query(ctx, `SELECT `+rowColumns+` FROM outbox
+		 WHERE ($1::text = '' OR status = $1) ORDER BY id DESC LIMIT $2`, status, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list outbox: %w", s.classify(ctx, err))
+	}
+	rows, err := collect(res)
+	if err != nil {
+		return nil, fmt.Errorf("list outbox: %w", s.classify(ctx, err))
+	}
+	return rows, nil
+}
+
+// Requeue puts one parked row back to pending with a fresh attempt budget,
+// due now. It returns store.ErrNotFound if no parked row has that id.
+func (s *Store) Requeue(ctx context.Context, id int64) error {
+	n, err := s.requeue(ctx, `id = $2 AND status = 'parked'`, id)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("parked outbox row %d: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// RequeueParked puts every parked row back to pending and returns how many.
+func (s *Store) RequeueParked(ctx context.Context) (int64, error) {
+	return s.requeue(ctx, `status = 'parked'`)
+}
+
+func (s *Store) requeue(ctx context.Context, where string, args ...any) (int64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(ctx, `WITH `+clockCTE+`
+		UPDATE outbox
+		   SET status = 'pending', attempts = 0, next_attempt_at = clock.now,
+		       claim_token = NULL, claim_expires_at = NULL
+		  FROM clock
+		 WHERE `+where, append([]any{s.offset.Load()}, args...)...)
+	if err != nil {
+		return 0, fmt.Errorf("requeue: %w", s.classify(ctx, err))
+	}
+	return tag.RowsAffected(), nil
+}

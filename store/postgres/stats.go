@@ -1,0 +1,163 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ackd/ackd/store"
+)
+
+func sortByID(rows []store.Row) {
+	slices.SortFunc(rows, func(a, b store.Row) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// Prune deletes receipts received more than receipts ago and done rows
+// completed more than done ago (on the database's clock), in batches of at
+// most batch rows, each its own statement. Pending and parked rows are
+// never pruned.
+func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch int) (store.PruneResult, error) {
+	if batch <= 0 {
+		batch = 1000
+	}
+	var out store.PruneResult
+	n, err := s.deleteBatches(ctx, batch, `WITH `+clockCTE+`
+		DELETE FROM slack_event_receipts WHERE event_id IN (
+		  SELECT event_id FROM slack_event_receipts, clock
+		   WHERE received_at < clock.now - $2::bigint LIMIT $3)`, receipts)
+	out.Receipts = n
+	if err != nil {
+		return out, fmt.Errorf("prune receipts: %w", err)
+	}
+	n, err = s.deleteBatches(ctx, batch, `WITH `+clockCTE+`
+		DELETE FROM outbox WHERE id IN (
+		  SELECT id FROM outbox, clock
+		   WHERE status = 'done' AND completed_at < clock.now - $2::bigint LIMIT $3)`, done)
+	out.Done = n
+	if err != nil {
+		return out, fmt.Errorf("prune done rows: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) deleteBatches(ctx context.Context, batch int, q string, age time.Duration) (int64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, q, s.offset.Load(), age.Milliseconds(), batch)
+		if err != nil {
+			return total, s.classify(ctx, err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			return total, nil
+		}
+	}
+}
+
+// Queue counts outbox rows by status and measures the oldest pending row
+// on the database's clock.
+func (s *Store) Queue(ctx context.Context) (store.Queue, error) {
+	var q store.Queue
+	var oldestMS *int64
+	err := s.pool.QueryRow(ctx, `WITH `+clockCTE+`
+		SELECT count(*) FILTER (WHERE status = 'pending'),
+		       count(*) FILTER (WHERE status = 'done'),
+		       count(*) FILTER (WHERE status = 'parked'),
+		       (SELECT now FROM clock) - min(created_at) FILTER (WHERE status = 'pending')
+		  FROM outbox`, s.offset.Load()).Scan(&q.Pending, &q.Done, &q.Parked, &oldestMS)
+	if err != nil {
+		return q, fmt.Errorf("queue stats: %w", s.classify(ctx, err))
+	}
+	if oldestMS != nil {
+		q.OldestPending = max(0, time.Duration(*oldestMS)*time.Millisecond)
+	}
+	return q, nil
+}
+
+// Stats returns the queue plus receipt and lease counts.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	q, err := s.Queue(ctx)
+	if err != nil {
+		return store.Stats{}, err
+	}
+	st := store.Stats{Queue: q}
+	err = s.pool.QueryRow(ctx, `WITH `+clockCTE+`
+		SELECT (SELECT count(*) FROM slack_event_receipts),
+		       (SELECT count(*) FROM outbox, clock WHERE status = 'pending' AND claim_expires_at > clock.now),
+		       (SELECT coalesce(max(version), 0) FROM ackd_migrations)`, s.offset.Load()).
+		Scan(&st.Receipts, &st.Leased, &st.SchemaVersion)
+	if err != nil {
+		return store.Stats{}, fmt.Errorf("stats: %w", s.classify(ctx, err))
+	}
+	return st, nil
+}
+
+// HasReceipt reports whether a receipt exists for eventID.
+func (s *Store) HasReceipt(ctx context.Context, eventID string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM slack_event_receipts WHERE event_id = $1)`, eventID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("has receipt: %w", s.classify(ctx, err))
+	}
+	return ok, nil
+}
+
+// CheckWrite commits a real one-row write: the health check. It fails when
+// the server is down or unreachable within ctx, or refuses writes (a
+// standby after a failover that went the wrong way).
+func (s *Store) CheckWrite(ctx context.Context) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, `WITH `+clockCTE+`
+		INSERT INTO ackd_health (id, checked_at) SELECT 1, now FROM clock
+		ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at`, s.offset.Load())
+	if err != nil {
+		return fmt.Errorf("health write: %w", s.classify(ctx, err))
+	}
+	return nil
+}
+
+// CheckEvents verifies, after a load test, that every acked event id has a
+// receipt and an outbox row keyed "{id}:…".
+func (s *Store) CheckEvents(ctx context.Context, ids []string) (store.EventCheck, error) {
+	var out store.EventCheck
+	const chunk = 5000
+	for len(ids) > 0 {
+		part := ids[:min(chunk, len(ids))]
+		ids = ids[len(part):]
+		res, err := s.pool.Query(ctx, `SELECT i.id,
+			EXISTS (SELECT 1 FROM slack_event_receipts WHERE event_id = i.id),
+			EXISTS (SELECT 1 FROM outbox WHERE idempotency_key > i.id || ':' AND idempotency_key < i.id || ';')
+			FROM unnest($1::text[]) WITH ORDINALITY AS i(id, n) ORDER BY i.n`, part)
+		if err != nil {
+			return out, fmt.Errorf("check events: %w", s.classify(ctx, err))
+		}
+		for res.Next() {
+			var id string
+			var receipt, rows bool
+			if err := res.Scan(&id, &receipt, &rows); err != nil {
+				res.Close()
+				return out, fmt.Errorf("check events: %w", err)
+			}
+			if receipt {
+				out.Receipts++
+			} else if len(out.Missing) < 10 {
+				out.Missing = append(out.Missing, id)
+			}
+			if rows {
+				out.WithRows++
+			}
+		}
+		res.Close()
+		if err := res.Err(); err != nil {
+			return out, fmt.Errorf("check events: %w", s.classify(ctx, err))
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,32 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/store/storetest"
+)
+
+// TestContract runs the store contract suite on SQLite files in t.TempDir().
+// Time is the stores' Options.Now: one settable clock per database.
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.DB {
+		return &contractDB{path: filepath.Join(t.TempDir(), "ackd.db"), clock: newClock()}
+	})
+}
+
+type contractDB struct {
+	path  string
+	clock *clock
+}
+
+func (d *contractDB) Open(t *testing.T, opts store.Options) store.Store {
+	opts.Now = d.clock.Now
+	return mustOpen(t, d.path, opts)
+}
+
+func (d *contractDB) Now(*testing.T) time.Time { return d.clock.Now() }
+
+func (d *contractDB) Advance(dur time.Duration) { d.clock.Advance(dur) }

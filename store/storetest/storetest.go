@@ -1,0 +1,961 @@
+// Package storetest is the store contract's test suite: every engine runs
+// it from its own test package (the shape of River's riverdrivertest),
+//
+//	func TestContract(t *testing.T) { storetest.Run(t, newDB) }
+//
+// and passes only by keeping the rules of package store: one receipt and one
+// "first" per event id however many deliveries race, idempotent outbox rows,
+// disjoint and idempotent claims, release only by expiry (and the lease-skew
+// rule), fenced Complete and Fail, follow-ups only under a held fence,
+// backoff, parking and rate limits, requeue, pruning that never touches
+// pending or parked rows, and the inspection calls.
+//
+// Time. SQLite judges leases on the process's clock (store.Options.Now);
+// PostgreSQL on the database's. The suite controls time through DB: Now is
+// the time the engine stamps rows with right now, and Advance moves every
+// store opened on the database forward (a fake clock for SQLite, an offset
+// added to the database clock for PostgreSQL). No test sleeps; where an
+// engine's clock also runs on its own (PostgreSQL's), an assertion on a time
+// brackets the call between two readings of Now.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ackd/ackd/store"
+)
+
+// DB is one fresh, empty database of an engine.
+type DB interface {
+	// Open opens a store on the database (the suite fills only the options
+	// it tests; the engine adds its schema and clock). The engine closes it
+	// at the end of the test; closing it earlier is allowed.
+	Open(t *testing.T, opts store.Options) store.Store
+	// Now is the time the engine would stamp a row with now.
+	Now(t *testing.T) time.Time
+	// Advance moves the clock of every store opened on the database by d
+	// (d may be negative: a clock set back).
+	Advance(d time.Duration)
+}
+
+// NewDB makes a fresh database for one test.
+type NewDB func(t *testing.T) DB
+
+// Run runs the whole contract suite against an engine.
+func Run(t *testing.T, newDB NewDB) {
+	t.Run("RecordIntent", func(t *testing.T) { testRecordIntent(t, newDB) })
+	t.Run("Claim", func(t *testing.T) { testClaim(t, newDB) })
+	t.Run("Fence", func(t *testing.T) { testFence(t, newDB) })
+	t.Run("Fail", func(t *testing.T) { testFail(t, newDB) })
+	t.Run("Prune", func(t *testing.T) { testPrune(t, newDB) })
+	t.Run("Inspect", func(t *testing.T) { testInspect(t, newDB) })
+}
+
+var ctx = context.Background()
+
+func intent(eventID string, routes ...string) store.Intent {
+	in := store.Intent{EventID: eventID, EventType: "app_mention"}
+	for _, r := range routes {
+		in.Rows = append(in.Rows, store.NewRow{
+			Key: eventID + ":" + r, Effect: "log", Payload: fmt.Sprintf(`{"route":%q}`, r),
+		})
+	}
+	return in
+}
+
+func mustRecord(tb testing.TB, s store.Store, in store.Intent) bool {
+	tb.Helper()
+	first, err := s.RecordIntent(ctx, in)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return first
+}
+
+func mustClaim(tb testing.TB, s store.Store, token string, limit int, lease time.Duration) []store.Row {
+	tb.Helper()
+	rows, err := s.Claim(ctx, token, limit, lease, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rows
+}
+
+func claimOne(tb testing.TB, s store.Store, token string) store.Row {
+	tb.Helper()
+	rows := mustClaim(tb, s, token, 1, time.Minute)
+	if len(rows) != 1 {
+		tb.Fatalf("%s claimed %d rows, want 1", token, len(rows))
+	}
+	return rows[0]
+}
+
+func ids(rows []store.Row) []int64 {
+	out := make([]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// all lists every outbox row, oldest first.
+func all(tb testing.TB, s store.Store) []store.Row {
+	tb.Helper()
+	rows, err := s.List(ctx, "", 100000)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	slices.Reverse(rows)
+	return rows
+}
+
+func countStatus(tb testing.TB, s store.Store, status string) int {
+	tb.Helper()
+	rows, err := s.List(ctx, status, 100000)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return len(rows)
+}
+
+func receipts(tb testing.TB, s store.Store) int64 {
+	tb.Helper()
+	st, err := s.Stats(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st.Receipts
+}
+
+func mustGet(tb testing.TB, s store.Store, id int64) store.Row {
+	tb.Helper()
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// within fails unless lo <= got <= hi.
+func within(tb testing.TB, what string, got, lo, hi time.Duration) {
+	tb.Helper()
+	if got < lo || got > hi {
+		tb.Fatalf("%s = %s, want within [%s, %s]", what, got, lo, hi)
+	}
+}
+
+func testRecordIntent(t *testing.T, newDB NewDB) {
+	t.Run("first delivery is first, redelivery is not and adds nothing", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		if !mustRecord(t, s, intent("Ev1", "a", "b")) {
+			t.Fatal("first delivery not reported first")
+		}
+		if mustRecord(t, s, intent("Ev1", "a", "b")) {
+			t.Fatal("redelivery reported first")
+		}
+		if n := receipts(t, s); n != 1 {
+			t.Fatalf("receipts = %d, want 1", n)
+		}
+		if n := len(all(t, s)); n != 2 {
+			t.Fatalf("outbox rows = %d, want 2", n)
+		}
+		if ok, err := s.HasReceipt(ctx, "Ev1"); err != nil || !ok {
+			t.Fatalf("HasReceipt(Ev1) = %v, %v", ok, err)
+		}
+		if ok, err := s.HasReceipt(ctx, "Ev2"); err != nil || ok {
+			t.Fatalf("HasReceipt(Ev2) = %v, %v", ok, err)
+		}
+	})
+
+	t.Run("64 goroutines on two stores racing on one event_id: one first, one receipt, rows once", func(t *testing.T) {
+		db := newDB(t)
+		stores := []store.Store{db.Open(t, store.Options{}), db.Open(t, store.Options{})}
+		var firsts atomic.Int32
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range 64 {
+			wg.Go(func() {
+				<-start
+				first, err := stores[i%2].RecordIntent(ctx, intent("EvRace", "a", "b"))
+				if err != nil {
+					t.Error(err)
+				}
+				if first {
+					firsts.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := firsts.Load(); n != 1 {
+			t.Fatalf("%d callers told first, want 1", n)
+		}
+		if n := receipts(t, stores[0]); n != 1 {
+			t.Fatalf("receipts = %d", n)
+		}
+		if n := len(all(t, stores[1])); n != 2 {
+			t.Fatalf("outbox rows = %d, want 2", n)
+		}
+	})
+
+	t.Run("mixed concurrent firsts and duplicates: each verdict matches the database", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		const events, copies = 100, 4
+		var mu sync.Mutex
+		firsts := map[string]int{}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for e := range events {
+			for range copies {
+				wg.Go(func() {
+					<-start
+					id := fmt.Sprintf("EvG%d", e)
+					first, err := s.RecordIntent(ctx, intent(id, "r"))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if first {
+						mu.Lock()
+						firsts[id]++
+						mu.Unlock()
+					}
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		for e := range events {
+			if n := firsts[fmt.Sprintf("EvG%d", e)]; n != 1 {
+				t.Errorf("EvG%d told first %d times", e, n)
+			}
+		}
+		if n := receipts(t, s); n != events {
+			t.Fatalf("receipts = %d, want %d", n, events)
+		}
+		if n := len(all(t, s)); n != events {
+			t.Fatalf("outbox = %d, want %d", n, events)
+		}
+	})
+
+	t.Run("one failing intent among concurrent ones fails alone and writes nothing", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		var wg sync.WaitGroup
+		errs := make([]error, 30)
+		start := make(chan struct{})
+		for i := range errs {
+			wg.Go(func() {
+				<-start
+				in := intent(fmt.Sprintf("EvF%d", i), "r", "s")
+				if i == 15 {
+					in.Rows[1].Effect = "" // violates CHECK (effect <> '')
+				}
+				_, errs[i] = s.RecordIntent(ctx, in)
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if (i == 15) != (err != nil) {
+				t.Errorf("intent %d: err = %v", i, err)
+			}
+		}
+		if ok, _ := s.HasReceipt(ctx, "EvF15"); ok {
+			t.Fatal("the failed intent's receipt was committed without its rows")
+		}
+		if _, err := s.GetByKey(ctx, "EvF15:r"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the failed intent's first row: %v, want ErrNotFound", err)
+		}
+		if n := receipts(t, s); n != 29 {
+			t.Fatalf("receipts = %d, want 29", n)
+		}
+		if n := len(all(t, s)); n != 58 {
+			t.Fatalf("outbox = %d, want 58", n)
+		}
+	})
+
+	t.Run("outbox rows are idempotent by key: message-keyed rows from two events enqueue one", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		row := store.NewRow{Key: "C1:1.0:eyes", Effect: "react", Payload: `{"n":1}`}
+		a := store.Intent{EventID: "EvMsg", EventType: "message", Rows: []store.NewRow{row}}
+		row.Payload = `{"n":2}`
+		b := store.Intent{EventID: "EvMention", EventType: "app_mention", Rows: []store.NewRow{row}}
+		if !mustRecord(t, s, a) || !mustRecord(t, s, b) {
+			t.Fatal("distinct event ids must both be first")
+		}
+		rows := all(t, s)
+		if len(rows) != 1 || rows[0].Payload != `{"n":1}` || rows[0].Effect != "react" {
+			t.Fatalf("rows = %+v, want the first one only", rows)
+		}
+	})
+
+	t.Run("a new row is pending, due now, unclaimed, with zero attempts", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		before := db.Now(t)
+		mustRecord(t, s, intent("Ev1", "r"))
+		after := db.Now(t)
+		r, err := s.GetByKey(ctx, "Ev1:r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != store.StatusPending || r.Attempts != 0 || r.ClaimToken != "" || !r.ClaimExpiresAt.IsZero() ||
+			!r.CompletedAt.IsZero() || r.Effect != "log" || r.Payload != `{"route":"r"}` {
+			t.Fatalf("new row: %+v", r)
+		}
+		within(t, "created_at - before", r.CreatedAt.Sub(before), 0, after.Sub(before))
+		if !r.NextAttemptAt.Equal(r.CreatedAt) {
+			t.Fatalf("next_attempt_at %v != created_at %v", r.NextAttemptAt, r.CreatedAt)
+		}
+	})
+
+	t.Run("a cancelled context returns its error and a retry still records", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		c, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := s.RecordIntent(c, intent("EvCtx", "a")); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		if !mustRecord(t, s, intent("EvCtx", "a")) {
+			t.Fatal("retry after a cancelled attempt must be first (nothing was committed)")
+		}
+		if n := len(all(t, s)); n != 1 {
+			t.Fatalf("outbox rows = %d", n)
+		}
+	})
+
+	t.Run("an empty event id is refused", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		if _, err := s.RecordIntent(ctx, intent("", "r")); err == nil {
+			t.Fatal("recorded an intent without an event id")
+		}
+	})
+
+	t.Run("a closed store refuses writes with ErrClosed", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RecordIntent(ctx, intent("Ev1", "r")); !errors.Is(err, store.ErrClosed) {
+			t.Fatalf("RecordIntent after Close: %v", err)
+		}
+		if err := s.CheckWrite(ctx); !errors.Is(err, store.ErrClosed) {
+			t.Fatalf("CheckWrite after Close: %v", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+	})
+}
+
+func overlap(a, b []store.Row) bool {
+	seen := map[int64]bool{}
+	for _, r := range a {
+		seen[r.ID] = true
+	}
+	for _, r := range b {
+		if seen[r.ID] {
+			return true
+		}
+	}
+	return false
+}
+
+func testClaim(t *testing.T, newDB NewDB) {
+	t.Run("a claim stamps the token and a lease of now+lease", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "r"))
+		before := db.Now(t)
+		rows := mustClaim(t, s, "A", 10, time.Minute)
+		after := db.Now(t)
+		if len(rows) != 1 || rows[0].ClaimToken != "A" || rows[0].Status != store.StatusPending {
+			t.Fatalf("claimed %+v", rows)
+		}
+		within(t, "lease end - before", rows[0].ClaimExpiresAt.Sub(before), time.Minute, time.Minute+after.Sub(before))
+		if got := mustGet(t, s, rows[0].ID); got.ClaimToken != "A" || !got.ClaimExpiresAt.Equal(rows[0].ClaimExpiresAt) {
+			t.Fatalf("stored row %+v, claim returned %+v", got, rows[0])
+		}
+	})
+
+	t.Run("same token re-claims the same rows, never more than the limit", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		for i := range 10 {
+			mustRecord(t, s, intent(fmt.Sprintf("Ev%d", i), "r"))
+		}
+		a := mustClaim(t, s, "A", 3, time.Hour)
+		b := mustClaim(t, s, "B", 3, time.Hour)
+		db.Advance(40 * time.Minute) // A's rows still leased, B's too
+		again := mustClaim(t, s, "A", 3, time.Hour)
+		if fmt.Sprint(ids(a)) != fmt.Sprint(ids(again)) {
+			t.Fatalf("re-claim got %v, first claim %v", ids(again), ids(a))
+		}
+		db.Advance(40 * time.Minute) // B's lease has expired now; A's was renewed
+		again = mustClaim(t, s, "A", 3, time.Hour)
+		if fmt.Sprint(ids(a)) != fmt.Sprint(ids(again)) {
+			t.Fatalf("re-claim after others expired got %v, want %v (own rows first)", ids(again), ids(a))
+		}
+		if len(a) != 3 || len(b) != 3 || overlap(a, b) {
+			t.Fatalf("A %v and B %v: want 3 rows each, disjoint", ids(a), ids(b))
+		}
+	})
+
+	t.Run("release only by expiry: a live lease is not claimable, an expired one is", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "r"))
+		if rows := mustClaim(t, s, "A", 10, time.Hour); len(rows) != 1 {
+			t.Fatalf("A claimed %d rows", len(rows))
+		}
+		if rows := mustClaim(t, s, "B", 10, time.Hour); len(rows) != 0 {
+			t.Fatalf("B claimed a leased row: %v", ids(rows))
+		}
+		db.Advance(30 * time.Minute)
+		if rows := mustClaim(t, s, "B", 10, time.Hour); len(rows) != 0 {
+			t.Fatalf("B claimed a row half-way through A's lease: %v", ids(rows))
+		}
+		db.Advance(31 * time.Minute)
+		rows := mustClaim(t, s, "B", 10, time.Hour)
+		if len(rows) != 1 || rows[0].ClaimToken != "B" {
+			t.Fatalf("B after expiry: %+v", rows)
+		}
+	})
+
+	t.Run("lease skew: a lease ending further away than now+lease counts as expired", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "r"))
+		mustRecord(t, s, intent("Ev2", "r"))
+		// Ev1: leased by C for a minute; its lease ends at now+lease.
+		c := mustClaim(t, s, "C", 1, time.Minute)
+		// Ev2: under a lease that ends an hour away, as one stamped by a
+		// clock that ran ahead (or before the clock was set back) would.
+		a := mustClaim(t, s, "A", 1, time.Hour)
+		db.Advance(10 * time.Second)
+		b := mustClaim(t, s, "B", 10, time.Minute)
+		if len(a) != 1 || len(c) != 1 || len(b) != 1 || b[0].ID != a[0].ID || a[0].ID == c[0].ID {
+			t.Fatalf("C %v, A %v, B %v: B must take A's too-long lease and leave C's", ids(c), ids(a), ids(b))
+		}
+		// The stale holder is fenced out.
+		if held, err := s.Complete(ctx, a[0].ID, "A", "", nil); err != nil || held {
+			t.Fatalf("A's Complete after the skewed lease was taken: held=%v err=%v", held, err)
+		}
+	})
+
+	t.Run("rows not yet due are not claimed", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{BackoffBase: time.Hour, BackoffMax: time.Hour})
+		mustRecord(t, s, intent("Ev1", "r"))
+		row := claimOne(t, s, "A")
+		res, err := s.Fail(ctx, row.ID, "A", store.FailRetryable, "boom", 0)
+		if err != nil || !res.Held {
+			t.Fatal(res, err)
+		}
+		if rows := mustClaim(t, s, "B", 10, time.Minute); len(rows) != 0 {
+			t.Fatalf("claimed a row before its next_attempt_at: %v", ids(rows))
+		}
+		db.Advance(res.NextAttemptAt.Sub(db.Now(t)) + time.Millisecond)
+		if rows := mustClaim(t, s, "B", 10, time.Minute); len(rows) != 1 {
+			t.Fatal("row not claimable once due")
+		}
+	})
+
+	t.Run("a filter claims only the effects it lists", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		in := store.Intent{EventID: "Ev1", EventType: "message", Rows: []store.NewRow{
+			{Key: "Ev1:log", Effect: "log", Payload: `{}`},
+			{Key: "Ev1:post", Effect: "post", Payload: `{}`},
+			{Key: "Ev1:react", Effect: "react", Payload: `{}`},
+		}}
+		mustRecord(t, s, in)
+		none, err := s.Claim(ctx, "N", 10, time.Minute, &store.ClaimFilter{Effects: []string{}})
+		if err != nil || len(none) != 0 {
+			t.Fatalf("an empty effect list claimed %v, %v", ids(none), err)
+		}
+		got, err := s.Claim(ctx, "F", 10, time.Minute, &store.ClaimFilter{Effects: []string{"log", "react"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].Effect != "log" || got[1].Effect != "react" {
+			t.Fatalf("filtered claim got %+v", got)
+		}
+		rest := mustClaim(t, s, "G", 10, time.Minute)
+		if len(rest) != 1 || rest[0].Effect != "post" {
+			t.Fatalf("unfiltered claim got %+v, want the post row", rest)
+		}
+	})
+
+	t.Run("bad arguments are refused", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		for _, c := range []struct {
+			tok   string
+			limit int
+			lease time.Duration
+		}{{"", 1, time.Minute}, {"A", 0, time.Minute}, {"A", 1, 0}} {
+			if _, err := s.Claim(ctx, c.tok, c.limit, c.lease, nil); err == nil {
+				t.Errorf("Claim(%q, %d, %s) accepted", c.tok, c.limit, c.lease)
+			}
+		}
+	})
+
+	t.Run("8 concurrent claimers on two stores get disjoint rows", func(t *testing.T) {
+		db := newDB(t)
+		stores := []store.Store{db.Open(t, store.Options{}), db.Open(t, store.Options{})}
+		for i := range 100 {
+			mustRecord(t, stores[0], intent(fmt.Sprintf("Ev%d", i), "r"))
+		}
+		var mu sync.Mutex
+		owner := map[int64]string{}
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for round := 0; ; round++ {
+					rows, err := stores[w%2].Claim(ctx, fmt.Sprintf("T%d-%d", w, round), 5, time.Hour, nil)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if len(rows) == 0 {
+						return
+					}
+					mu.Lock()
+					for _, r := range rows {
+						if prev, ok := owner[r.ID]; ok {
+							t.Errorf("row %d claimed by %s and %s", r.ID, prev, r.ClaimToken)
+						}
+						owner[r.ID] = r.ClaimToken
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(owner) != 100 {
+			t.Fatalf("%d rows claimed, want 100", len(owner))
+		}
+	})
+
+	t.Run("competing claimers and completers: every row done exactly once", func(t *testing.T) {
+		db := newDB(t)
+		stores := []store.Store{db.Open(t, store.Options{}), db.Open(t, store.Options{})}
+		for i := range 60 {
+			mustRecord(t, stores[1], intent(fmt.Sprintf("Ev%d", i), "r"))
+		}
+		var done sync.Map
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				s, tok := stores[w%2], fmt.Sprintf("W%d", w)
+				for {
+					rows, err := s.Claim(ctx, tok, 3, time.Hour, nil)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if len(rows) == 0 {
+						return
+					}
+					for _, r := range rows {
+						held, err := s.Complete(ctx, r.ID, tok, "", nil)
+						if err != nil || !held {
+							t.Errorf("complete %d by %s: held=%v err=%v", r.ID, tok, held, err)
+						}
+						if _, dup := done.LoadOrStore(r.ID, tok); dup {
+							t.Errorf("row %d completed twice", r.ID)
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if n := countStatus(t, stores[0], store.StatusDone); n != 60 {
+			t.Fatalf("done = %d, want 60", n)
+		}
+	})
+}
+
+func testFence(t *testing.T, newDB NewDB) {
+	t.Run("a lost lease cannot complete or fail and enqueues nothing; the new holder can", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "r"))
+		a := mustClaim(t, s, "A", 1, time.Minute)
+		db.Advance(2 * time.Minute)
+		b := mustClaim(t, s, "B", 1, time.Minute)
+		if len(a) != 1 || len(b) != 1 || a[0].ID != b[0].ID {
+			t.Fatalf("A %v B %v", ids(a), ids(b))
+		}
+		before := mustGet(t, s, a[0].ID)
+		follow := []store.NewRow{{Key: "Ev1:r:reply", Effect: "post", Payload: `{}`}}
+		held, err := s.Complete(ctx, a[0].ID, "A", `{"by":"A"}`, follow)
+		if err != nil || held {
+			t.Fatalf("stale Complete: held=%v err=%v", held, err)
+		}
+		for _, kind := range []store.FailKind{store.FailPermanent, store.FailRetryable, store.FailRateLimited} {
+			if res, err := s.Fail(ctx, a[0].ID, "A", kind, "x", time.Minute); err != nil || res.Held {
+				t.Fatalf("stale Fail(%d): %+v %v", kind, res, err)
+			}
+		}
+		if row := mustGet(t, s, a[0].ID); row != before {
+			t.Fatalf("row after stale writes:\n%+v\nwant unchanged:\n%+v", row, before)
+		}
+		if _, err := s.GetByKey(ctx, "Ev1:r:reply"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("stale completion enqueued its follow-up: %v", err)
+		}
+		held, err = s.Complete(ctx, b[0].ID, "B", `{"by":"B"}`, follow)
+		if err != nil || !held {
+			t.Fatalf("B Complete: held=%v err=%v", held, err)
+		}
+		row := mustGet(t, s, b[0].ID)
+		if row.Status != store.StatusDone || row.Result != `{"by":"B"}` || row.CompletedAt.IsZero() {
+			t.Fatalf("row after B: %+v", row)
+		}
+		f, err := s.GetByKey(ctx, "Ev1:r:reply")
+		if err != nil || f.Status != store.StatusPending || f.Effect != "post" {
+			t.Fatalf("follow-up not enqueued with the completion: %+v %v", f, err)
+		}
+		// Completing or failing twice is also a lost fence: the row is no longer pending.
+		if held, _ := s.Complete(ctx, b[0].ID, "B", "", nil); held {
+			t.Fatal("second Complete held")
+		}
+		if res, _ := s.Fail(ctx, b[0].ID, "B", store.FailPermanent, "x", 0); res.Held {
+			t.Fatal("Fail after Complete held")
+		}
+		if got := mustGet(t, s, b[0].ID); got.Status != store.StatusDone || got.Result != `{"by":"B"}` {
+			t.Fatalf("done row changed: %+v", got)
+		}
+	})
+
+	t.Run("a stale token replayed concurrently with the holder's completion never wins", func(t *testing.T) {
+		db := newDB(t)
+		stores := []store.Store{db.Open(t, store.Options{}), db.Open(t, store.Options{})}
+		for i := range 20 {
+			mustRecord(t, stores[0], intent(fmt.Sprintf("Ev%d", i), "r"))
+		}
+		old := mustClaim(t, stores[0], "OLD", 20, time.Minute)
+		db.Advance(2 * time.Minute)
+		cur := mustClaim(t, stores[1], "NEW", 20, time.Minute)
+		if len(old) != 20 || len(cur) != 20 {
+			t.Fatalf("claims: %d %d", len(old), len(cur))
+		}
+		var wg sync.WaitGroup
+		var staleHeld atomic.Int32
+		for _, r := range old {
+			wg.Go(func() {
+				held, err := stores[0].Complete(ctx, r.ID, "OLD", "stale",
+					[]store.NewRow{{Key: r.Key + ":stale", Effect: "post", Payload: `{}`}})
+				if err != nil {
+					t.Error(err)
+				}
+				if held {
+					staleHeld.Add(1)
+				}
+			})
+			wg.Go(func() {
+				if held, err := stores[1].Complete(ctx, r.ID, "NEW", "fresh", nil); err != nil || !held {
+					t.Errorf("holder's Complete of %d: held=%v err=%v", r.ID, held, err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := staleHeld.Load(); n != 0 {
+			t.Fatalf("%d stale completions held", n)
+		}
+		for _, r := range all(t, stores[0]) {
+			if r.Result != "fresh" {
+				t.Errorf("row %s: %+v", r.Key, r)
+			}
+		}
+	})
+}
+
+func testFail(t *testing.T, newDB NewDB) {
+	t.Run("backoff grows within its jitter band and parks after max attempts", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{MaxAttempts: 5, BackoffBase: 10 * time.Second, BackoffMax: time.Hour})
+		mustRecord(t, s, intent("Ev1", "r"))
+		for attempt := 1; attempt <= 4; attempt++ {
+			row := claimOne(t, s, fmt.Sprint("T", attempt))
+			before := db.Now(t)
+			res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.FailRetryable, "http_503", 0)
+			after := db.Now(t)
+			if err != nil || !res.Held || res.Status != store.StatusPending || res.Attempts != attempt {
+				t.Fatalf("attempt %d: %+v %v", attempt, res, err)
+			}
+			// The delay from the moment of the failure, which lies in [before, after].
+			full := 10 * time.Second << (attempt - 1)
+			if hi, lo := res.NextAttemptAt.Sub(before), res.NextAttemptAt.Sub(after); hi < full/2 || lo > full {
+				t.Fatalf("attempt %d: delay in [%s, %s], outside [%s, %s]", attempt, lo, hi, full/2, full)
+			}
+			got := mustGet(t, s, row.ID)
+			if got.ClaimToken != "" || !got.ClaimExpiresAt.IsZero() || got.Attempts != attempt ||
+				got.NextAttemptAt.UnixMilli() != res.NextAttemptAt.UnixMilli() || got.LastError != "http_503" {
+				t.Fatalf("attempt %d: row %+v, result %+v", attempt, got, res)
+			}
+			db.Advance(res.NextAttemptAt.Sub(db.Now(t)) + time.Millisecond)
+		}
+		row := claimOne(t, s, "T5")
+		res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.FailRetryable, "http_503", 0)
+		if err != nil || res.Status != store.StatusParked || res.Attempts != 5 {
+			t.Fatalf("fifth failure: %+v %v", res, err)
+		}
+		got := mustGet(t, s, row.ID)
+		if got.Status != store.StatusParked || got.LastError != "http_503" || got.ClaimToken != "" {
+			t.Fatalf("parked row: %+v", got)
+		}
+		db.Advance(24 * time.Hour)
+		if rows := mustClaim(t, s, "T6", 10, time.Minute); len(rows) != 0 {
+			t.Fatalf("a parked row was claimed: %v", ids(rows))
+		}
+	})
+
+	t.Run("backoff is capped", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{MaxAttempts: 50, BackoffBase: time.Second, BackoffMax: 8 * time.Second})
+		mustRecord(t, s, intent("Ev1", "r"))
+		for attempt := 1; attempt <= 10; attempt++ {
+			row := claimOne(t, s, fmt.Sprint("T", attempt))
+			res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.FailRetryable, "x", 0)
+			after := db.Now(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := res.NextAttemptAt.Sub(after); d > 8*time.Second {
+				t.Fatalf("attempt %d: delay %s over the cap", attempt, d)
+			}
+			db.Advance(time.Hour)
+		}
+	})
+
+	t.Run("a permanent error parks at once", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "r"))
+		row := claimOne(t, s, "A")
+		res, err := s.Fail(ctx, row.ID, "A", store.FailPermanent, "channel_not_found", 0)
+		if err != nil || res.Status != store.StatusParked || res.Attempts != 1 || !res.Held {
+			t.Fatalf("%+v %v", res, err)
+		}
+		if got := mustGet(t, s, row.ID); got.Status != store.StatusParked || got.LastError != "channel_not_found" {
+			t.Fatalf("row: %+v", got)
+		}
+	})
+
+	t.Run("a rate-limit failure reschedules at Retry-After without spending an attempt", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{MaxAttempts: 2})
+		mustRecord(t, s, intent("Ev1", "r"))
+		for i := range 3 { // more 429s than MaxAttempts: none of them parks
+			row := claimOne(t, s, fmt.Sprint("A", i))
+			before := db.Now(t)
+			res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.FailRateLimited, "ratelimited", 7*time.Second)
+			after := db.Now(t)
+			if err != nil || res.Status != store.StatusPending || res.Attempts != 0 {
+				t.Fatalf("429 #%d: %+v %v", i, res, err)
+			}
+			within(t, "next attempt - 7s - before", res.NextAttemptAt.Add(-7*time.Second).Sub(before), 0, after.Sub(before))
+			got := mustGet(t, s, row.ID)
+			if got.Attempts != 0 || got.ClaimToken != "" || got.LastError != "ratelimited" {
+				t.Fatalf("row: %+v", got)
+			}
+			if rows := mustClaim(t, s, "early", 1, time.Minute); len(rows) != 0 {
+				t.Fatal("claimed before Retry-After")
+			}
+			db.Advance(8 * time.Second)
+		}
+	})
+
+	t.Run("Retry-After is capped at the longest backoff", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{BackoffBase: time.Second, BackoffMax: time.Minute})
+		mustRecord(t, s, intent("Ev1", "r"))
+		row := claimOne(t, s, "A")
+		res, err := s.Fail(ctx, row.ID, "A", store.FailRateLimited, "ratelimited", 24*time.Hour)
+		after := db.Now(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := res.NextAttemptAt.Sub(after); d > time.Minute {
+			t.Fatalf("a 24h Retry-After held the row %s", d)
+		}
+	})
+
+	t.Run("requeue puts parked rows back with a fresh budget, due now", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "a", "b", "c"))
+		for _, tok := range []string{"A", "B", "C"} {
+			row := claimOne(t, s, tok)
+			if res, err := s.Fail(ctx, row.ID, tok, store.FailPermanent, "invalid_auth", 0); err != nil || !res.Held {
+				t.Fatal(res, err)
+			}
+		}
+		parked := all(t, s)
+		if err := s.Requeue(ctx, parked[2].ID+100); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("requeue of a missing row: %v", err)
+		}
+		if err := s.Requeue(ctx, parked[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Requeue(ctx, parked[0].ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("requeue of a row no longer parked: %v", err)
+		}
+		got := mustGet(t, s, parked[0].ID)
+		if got.Status != store.StatusPending || got.Attempts != 0 || got.ClaimToken != "" {
+			t.Fatalf("requeued row: %+v", got)
+		}
+		if n, err := s.RequeueParked(ctx); err != nil || n != 2 {
+			t.Fatalf("RequeueParked = %d, %v; want 2", n, err)
+		}
+		if rows := mustClaim(t, s, "D", 10, time.Minute); len(rows) != 3 {
+			t.Fatalf("requeued rows claimable: %d, want 3", len(rows))
+		}
+	})
+}
+
+func testPrune(t *testing.T, newDB NewDB) {
+	t.Run("old receipts and done rows go in batches; pending, leased and parked rows stay", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		for i := range 5 {
+			mustRecord(t, s, intent(fmt.Sprintf("Ev%d", i), "r"))
+		}
+		rows := mustClaim(t, s, "A", 3, time.Minute)
+		if held, err := s.Complete(ctx, rows[0].ID, "A", "", nil); err != nil || !held {
+			t.Fatal(held, err)
+		}
+		if res, err := s.Fail(ctx, rows[1].ID, "A", store.FailPermanent, "x", 0); err != nil || !res.Held {
+			t.Fatal(res, err)
+		}
+		// rows[2] stays pending under lease; two more rows stay pending unclaimed.
+		db.Advance(30 * 24 * time.Hour)
+		mustRecord(t, s, intent("EvNew", "r")) // a fresh receipt must survive
+		mustClaim(t, s, "B", 1, 30*24*time.Hour)
+		res, err := s.Prune(ctx, 48*time.Hour, 7*24*time.Hour, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Receipts != 5 || res.Done != 1 {
+			t.Fatalf("pruned %+v, want 5 receipts and 1 done row", res)
+		}
+		if n := countStatus(t, s, store.StatusPending); n != 4 {
+			t.Fatalf("pending rows = %d, want 4", n)
+		}
+		if n := countStatus(t, s, store.StatusParked); n != 1 {
+			t.Fatalf("parked rows = %d, want 1", n)
+		}
+		if n := receipts(t, s); n != 1 {
+			t.Fatalf("receipts = %d, want 1", n)
+		}
+		if res, err := s.Prune(ctx, 48*time.Hour, 7*24*time.Hour, 2); err != nil || res != (store.PruneResult{}) {
+			t.Fatalf("second prune: %+v %v", res, err)
+		}
+	})
+}
+
+func testInspect(t *testing.T, newDB NewDB) {
+	t.Run("stats and queue count rows by status, leases, receipts and the oldest pending age", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		b0 := db.Now(t)
+		mustRecord(t, s, intent("Ev1", "a", "b", "c", "d"))
+		a0 := db.Now(t)
+		rows := mustClaim(t, s, "A", 3, time.Hour)
+		s.Complete(ctx, rows[0].ID, "A", "", nil)
+		s.Fail(ctx, rows[1].ID, "A", store.FailPermanent, "x", 0)
+		// rows[2] stays leased; the fourth row stays pending, unclaimed.
+		db.Advance(90 * time.Second)
+		b1 := db.Now(t)
+		st, err := s.Stats(ctx)
+		a1 := db.Now(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Pending != 2 || st.Done != 1 || st.Parked != 1 || st.Receipts != 1 || st.Leased != 1 || st.SchemaVersion < 1 {
+			t.Fatalf("stats = %+v", st)
+		}
+		within(t, "oldest pending", st.OldestPending, b1.Sub(a0), a1.Sub(b0))
+		q, err := s.Queue(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Pending != 2 || q.Done != 1 || q.Parked != 1 {
+			t.Fatalf("queue = %+v", q)
+		}
+		if v, err := s.SchemaVersion(ctx); err != nil || v != st.SchemaVersion {
+			t.Fatalf("SchemaVersion = %d, %v; stats say %d", v, err, st.SchemaVersion)
+		}
+	})
+
+	t.Run("an empty database has zero stats", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		st, err := s.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Queue != (store.Queue{}) || st.Receipts != 0 || st.Leased != 0 {
+			t.Fatalf("stats = %+v", st)
+		}
+	})
+
+	t.Run("list, get and get-by-key", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "a", "b", "c"))
+		row := claimOne(t, s, "A")
+		s.Fail(ctx, row.ID, "A", store.FailPermanent, "x", 0)
+		newest, err := s.List(ctx, "", 2)
+		if err != nil || len(newest) != 2 || newest[0].ID < newest[1].ID {
+			t.Fatalf("List(all, 2) = %v, %v: want the 2 newest, newest first", ids(newest), err)
+		}
+		parked, err := s.List(ctx, store.StatusParked, 10)
+		if err != nil || len(parked) != 1 || parked[0].ID != row.ID {
+			t.Fatalf("List(parked) = %v, %v", ids(parked), err)
+		}
+		byKey, err := s.GetByKey(ctx, row.Key)
+		if err != nil || byKey != mustGet(t, s, row.ID) {
+			t.Fatalf("GetByKey %+v %v", byKey, err)
+		}
+		if _, err := s.Get(ctx, row.ID+100); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Get of a missing row: %v", err)
+		}
+		if _, err := s.GetByKey(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("GetByKey of a missing key: %v", err)
+		}
+	})
+
+	t.Run("CheckEvents counts receipts and rows per id, by exact prefix", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "r"))
+		mustRecord(t, s, intent("Ev10", "r"))
+		mustRecord(t, s, store.Intent{EventID: "Ev2", EventType: "message"}) // a receipt, no rows
+		got, err := s.CheckEvents(ctx, []string{"Ev1", "Ev2", "Ev3", "Ev10", "Ev1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Receipts != 4 || got.WithRows != 3 || fmt.Sprint(got.Missing) != "[Ev3]" {
+			t.Fatalf("CheckEvents = %+v", got)
+		}
+		if got, err := s.CheckEvents(ctx, []string{"Ev"}); err != nil || got.Receipts != 0 || got.WithRows != 0 {
+			t.Fatalf("a prefix of ids matched: %+v %v", got, err)
+		}
+	})
+
+	t.Run("CheckWrite commits on an open store", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		for range 3 {
+			if err := s.CheckWrite(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.Engine() == "" || s.Location() == "" {
+			t.Fatalf("engine %q location %q", s.Engine(), s.Location())
+		}
+	})
+}
