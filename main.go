@@ -90,7 +90,7 @@ func (g *globals) with(c *cobra.Command, flags ...string) *cobra.Command {
 	for _, f := range flags {
 		switch f {
 		case "db":
-			pf.StringVar(&g.db, "db", "", "SQLite database file (env ACKD_DB; default ./ackd.db)")
+			pf.StringVar(&g.db, "db", "", "database: an SQLite file, or a postgres:// URL (env ACKD_DB, or ACKD_DB_FILE naming a file that holds it; default ./ackd.db)")
 		case "listen":
 			pf.StringVar(&g.listen, "listen", "", "address of the daemon's HTTP listener (env ACKD_LISTEN; default 127.0.0.1:3000)")
 		}
@@ -112,6 +112,15 @@ func (g *globals) loadConfig() (daemon.Config, error) {
 		}
 	}
 	cfg.ApplyEnv(os.Getenv)
+	// ACKD_DB_FILE: the database setting read from a file (a systemd
+	// credential), because a PostgreSQL URL carries a password.
+	if file := os.Getenv("ACKD_DB_FILE"); file != "" {
+		v, err := daemon.Secret("ACKD_DB", os.Getenv)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.DB = v
+	}
 	if g.listen != "" {
 		cfg.Listen = g.listen
 	}
@@ -299,7 +308,7 @@ func migrateCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(g.stdout, "%s: schema version %d\n", cfg.DB, v)
+				fmt.Fprintf(g.stdout, "%s: schema version %d\n", st.Location(), v)
 				return nil
 			})
 		},
@@ -332,14 +341,14 @@ func statusCmd(g *globals) *cobra.Command {
 							"heartbeat_age_seconds": int64(max(0, now.Sub(in.HeartbeatAt)).Seconds())})
 					}
 					return json.NewEncoder(g.stdout).Encode(map[string]any{
-						"db": cfg.DB, "schema_version": s.SchemaVersion, "receipts": s.Receipts,
+						"db": st.Location(), "engine": st.Engine(), "schema_version": s.SchemaVersion, "receipts": s.Receipts,
 						"pending": s.Pending, "leased": s.Leased, "done": s.Done, "parked": s.Parked,
 						"oldest_pending_seconds": int64(s.OldestPending.Seconds()),
 						"daemons":                running,
 					})
 				}
 				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintf(w, "database\t%s (schema %d)\n", cfg.DB, s.SchemaVersion)
+				fmt.Fprintf(w, "database\t%s (%s, schema %d)\n", st.Location(), st.Engine(), s.SchemaVersion)
 				fmt.Fprintf(w, "receipts\t%d\n", s.Receipts)
 				fmt.Fprintf(w, "pending\t%d (%d leased)\n", s.Pending, s.Leased)
 				fmt.Fprintf(w, "done\t%d\n", s.Done)

@@ -205,6 +205,9 @@ func (s *Server) record(ctx context.Context, a answer, in store.Intent) answer {
 			a.reason = "database is read-only"
 		case errors.Is(err, store.ErrUnavailable):
 			a.reason = "database cannot write (disk full or I/O error)"
+			if s.store.Engine() == "postgres" {
+				a.reason = "database unreachable within the ack budget"
+			}
 		case store.IsBusy(err) || errors.Is(err, context.DeadlineExceeded):
 			a.reason = "database busy past the ack budget"
 		case errors.Is(err, context.Canceled):

@@ -285,7 +285,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		s.log.Warn("no routes configured: running the built-in dry run, which logs every event and performs nothing (give --config a file with [[route]] entries)",
 			"config", s.cfg.Source)
 	}
-	s.log.Info("ackd listening", "addr", ln.Addr().String(), "metrics_addr", s.MetricsAddr(), "db", s.cfg.DB, "config", s.cfg.Source,
+	s.log.Info("ackd listening", "addr", ln.Addr().String(), "metrics_addr", s.MetricsAddr(), "db", st.Location(), "engine", st.Engine(), "config", s.cfg.Source,
 		"synchronous", s.cfg.Synchronous, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String(),
 		"http_slack_routes", s.verify != nil, "socket_mode", s.cfg.Socket.Enabled)
 	if err := s.opts.Notifier.Ready(); err != nil {

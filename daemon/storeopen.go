@@ -2,10 +2,10 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/store/postgres"
 	"github.com/ackd/ackd/store/sqlite"
 )
 
@@ -15,11 +15,21 @@ func IsPostgres(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-// OpenStore opens the engine the database setting names: a PostgreSQL URL,
-// or else an SQLite file path (opts.Schema is then schema.sql's text).
+// OpenStore opens the engine the database setting names: a PostgreSQL URL
+// (the engine's own embedded schema; opts.Schema is ignored), or else an
+// SQLite file path (opts.Schema is then schema.sql's text).
 func OpenStore(ctx context.Context, db string, opts store.Options) (store.Store, error) {
 	if IsPostgres(db) {
-		return nil, errors.New("postgres engine not available in this build")
+		return postgres.Open(ctx, db, opts)
 	}
 	return sqlite.Open(ctx, db, opts)
+}
+
+// RedactDB is a database setting fit for a log line: a PostgreSQL URL
+// without its password, or the SQLite path as it is.
+func RedactDB(db string) string {
+	if IsPostgres(db) {
+		return postgres.Redact(db)
+	}
+	return db
 }

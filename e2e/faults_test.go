@@ -159,7 +159,7 @@ func TestFaults(t *testing.T) {
 		t.Errorf("ackd sweep --once failed: %s", f.Msg)
 	}
 
-	st := collect(t, dbh, r, player, fwd, slack, reactScript, postScript)
+	st := collect(t, dbh, r.logs(), r.injected(), player, fwd, slack, reactScript, postScript)
 	st.sweepRuns, st.sweepBusyInStall = sweeps.runs, busyInStall
 	st.phases = fmt.Sprintf("load=%s retries_tail=%s drain=%s", loadEnded.Sub(start).Round(100*time.Millisecond),
 		chainsEnded.Sub(loadEnded).Round(100*time.Millisecond), drained.Sub(chainsEnded).Round(100*time.Millisecond))
@@ -172,6 +172,27 @@ func TestFaults(t *testing.T) {
 	details := st.details(time.Since(began))
 	t.Log(details)
 	fmt.Println("e2e: " + details)
+}
+
+// integrityCheck is SQLite's PRAGMA integrity_check; PostgreSQL has no
+// such pragma (its own checks run on every page read), so it is "ok" there.
+func integrityCheck(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	if strings.Contains(fmt.Sprintf("%T", db.Driver()), "stdlib") {
+		return []string{"ok"}
+	}
+	rows, err := db.Query(`PRAGMA integrity_check`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		_ = rows.Scan(&s)
+		out = append(out, s)
+	}
+	return out
 }
 
 // writeConfig writes the daemon's (and the sweep's) TOML configuration.
@@ -382,7 +403,7 @@ type state struct {
 	phases                               string
 }
 
-func collect(t *testing.T, db *sql.DB, r *rig, p *slackPlayer, fwd *forwardHandler, slack *fakeslack.Server,
+func collect(t *testing.T, db *sql.DB, logs []string, faults []fault, p *slackPlayer, fwd *forwardHandler, slack *fakeslack.Server,
 	reactScript, postScript []fakeslack.Response) *state {
 	t.Helper()
 	st := &state{byID: map[string]*event{}, receipts: map[string]bool{}, rows: map[string]outboxRow{},
@@ -443,16 +464,7 @@ func collect(t *testing.T, db *sql.DB, r *rig, p *slackPlayer, fwd *forwardHandl
 		}
 	}
 	rows.Close()
-	rows, err = db.Query(`PRAGMA integrity_check`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var s string
-		_ = rows.Scan(&s)
-		st.integrity = append(st.integrity, s)
-	}
-	rows.Close()
+	st.integrity = integrityCheck(t, db)
 
 	// The fakes.
 	for _, h := range fwd.Hits() {
@@ -495,10 +507,10 @@ func collect(t *testing.T, db *sql.DB, r *rig, p *slackPlayer, fwd *forwardHandl
 	}
 
 	// The processes' logs.
-	for _, file := range r.logs() {
+	for _, file := range logs {
 		st.readLog(t, file)
 	}
-	st.faults = r.injected()
+	st.faults = faults
 	for _, f := range st.faults {
 		if f.Kind == "stall" {
 			st.stalls++
@@ -643,6 +655,22 @@ func (st *state) check(t *testing.T) {
 		}
 		if done > 1 {
 			v.add("row completed by more than one sweep (fence broken)", "%s: %v", key, lines)
+		}
+	}
+	// A lease lost is a fence rejection logged: once one process logged a
+	// row done, no other may log having written it (done, a retry, a
+	// park, a rate limit) afterwards; the fence must refuse and say so.
+	for key, lines := range st.logs {
+		for _, d := range lines {
+			if d.Outcome != "done" {
+				continue
+			}
+			for _, l := range lines {
+				if l.File != d.File && l.Time.After(d.Time) && slices.Contains([]string{"done", "retry", "parked", "rate_limited"}, l.Outcome) {
+					v.add("a write after the row was done elsewhere, not refused by the fence", "%s: %s done at %s, then %s %s at %s",
+						key, d.File, d.Time.Format(time.StampMilli), l.File, l.Outcome, l.Time.Format(time.StampMilli))
+				}
+			}
 		}
 	}
 	for key, ps := range st.perfs {

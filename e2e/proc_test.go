@@ -52,6 +52,7 @@ type rig struct {
 	dir     string
 	config  string
 	addr    string // fixed 127.0.0.1:port, reused by every generation
+	prefix  string // of its log files' names, when several rigs share dir
 	env     []string
 	started int
 
@@ -130,7 +131,7 @@ func (r *rig) launch() (*daemonProc, error) {
 	r.started++
 	gen := r.started
 	r.mu.Unlock()
-	logPath := filepath.Join(r.dir, fmt.Sprintf("daemon-%02d.log", gen))
+	logPath := filepath.Join(r.dir, fmt.Sprintf("%sdaemon-%02d.log", r.prefix, gen))
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err

@@ -79,6 +79,7 @@ func replyEvent(n int) bool     { return n%3 == 1 && !permanentEvent(n) }
 // slackPlayer plays Slack's Events API at the daemon.
 type slackPlayer struct {
 	url    string
+	urls   []string // when set: replicas behind a load balancer (see target)
 	secret string
 	client *http.Client
 
@@ -134,8 +135,8 @@ func (p *slackPlayer) fire(n int) {
 			chains = 2
 		}
 		p.wg.Add(chains)
-		for range chains {
-			go p.deliver(ev)
+		for c := range chains {
+			go p.deliver(ev, c)
 		}
 	}
 }
@@ -175,13 +176,13 @@ func (p *slackPlayer) all() []*event {
 // deliver is Slack's delivery of one event: the first attempt, then up to
 // three retries while no attempt got a 2xx. The waits between retries are
 // Slack's schedule, compressed; they are the behaviour being simulated.
-func (p *slackPlayer) deliver(ev *event) {
+func (p *slackPlayer) deliver(ev *event, chain int) {
 	defer p.wg.Done()
 	delays := []time.Duration{0, time.Duration(20+p.randFloat()*200) * time.Millisecond, retry2Delay, retry3Delay}
 	reason := ""
 	for retry, d := range delays {
 		time.Sleep(d)
-		status, err := p.send(ev, retry, reason)
+		status, err := p.send(ev, p.target(ev, chain, retry), retry, reason)
 		dl := delivery{Retry: retry, Status: status, At: time.Now()}
 		if err != nil {
 			dl.Err = err.Error()
@@ -205,11 +206,21 @@ func (p *slackPlayer) deliver(ev *event) {
 	}
 }
 
+// target is where one attempt goes: the one URL, or with replicas the
+// load balancer's choice, which sends the two chains of a duplicate to two
+// different replicas at the same moment and each retry to the next one.
+func (p *slackPlayer) target(ev *event, chain, retry int) string {
+	if len(p.urls) == 0 {
+		return p.url
+	}
+	return p.urls[(ev.N+chain+retry)%len(p.urls)]
+}
+
 // send makes one signed delivery attempt, bounded by Slack's deadline.
-func (p *slackPlayer) send(ev *event, retry int, reason string) (int, error) {
+func (p *slackPlayer) send(ev *event, url string, retry int, reason string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), slackDeadline)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(ev.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(ev.Body))
 	if err != nil {
 		return 0, err
 	}

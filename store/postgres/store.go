@@ -103,6 +103,17 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 		return nil, reason(err)
 	}
 	s := &Store{loc: loc, opts: opts, pool: pool}
+	if opts.MustExist {
+		var ok bool
+		if err := pool.QueryRow(ctx, `SELECT to_regclass('ackd_migrations') IS NOT NULL`).Scan(&ok); err != nil {
+			pool.Close()
+			return nil, reason(s.classify(ctx, err))
+		}
+		if !ok {
+			pool.Close()
+			return nil, errors.New("no ackd schema in this database (ackd serve or ackd migrate creates it)")
+		}
+	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, reason(err)
