@@ -268,7 +268,9 @@ func (c *pgCluster) run(prog string, args ...string) {
 	}
 }
 
-func (c *pgCluster) start() { c.run("pg_ctl", "-D", c.data, "-l", c.logFile, "-w", "-t", "60", "start") }
+func (c *pgCluster) start() {
+	c.run("pg_ctl", "-D", c.data, "-l", c.logFile, "-w", "-t", "60", "start")
+}
 
 // crash stops the server the way a power cut or an OOM kill would:
 // immediate mode, no checkpoint, recovery from the WAL at the next start.
