@@ -29,7 +29,12 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/internal/pgtest"
 	"github.com/ackd/ackd/slacksim"
+	"github.com/ackd/ackd/store/postgres"
 )
 
 // procBin is the ackd binary built by TestMain.
@@ -373,6 +378,14 @@ func (d *procDaemon) mustPostEvent(body []byte) {
 // procOpenDB opens the database file from the test process (no ackd code).
 func procOpenDB(tb testing.TB, path string) *sql.DB {
 	tb.Helper()
+	if daemon.IsPostgres(path) {
+		db, err := sql.Open("pgx", path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { db.Close() })
+		return db
+	}
 	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		tb.Fatal(err)
@@ -1109,8 +1122,19 @@ func TestDatabaseFilesArePrivateUnderUmask000(t *testing.T) {
 // requeue a parked row; a requeued row is delivered by the next sweep.
 func TestStatusAndOutboxCommands(t *testing.T) {
 	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) {
+		testStatusAndOutboxCommands(t, filepath.Join(t.TempDir(), "ackd.db"))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		testStatusAndOutboxCommands(t, pgtest.URL(t))
+	})
+}
+
+// testStatusAndOutboxCommands runs serve, status, outbox list|show|retry
+// and sweep --once on one database, SQLite or PostgreSQL: the same
+// commands and the same output.
+func testStatusAndOutboxCommands(t *testing.T, db string) {
 	dir := t.TempDir()
-	db := filepath.Join(dir, "ackd.db")
 	hook := procNewHook(t, http.StatusBadRequest, false)
 	cfg := procLogAndForwardConfig(t, dir, hook.URL)
 	d := procServe(t, procServeOpts{Config: cfg, DB: db})
@@ -1145,7 +1169,11 @@ func TestStatusAndOutboxCommands(t *testing.T) {
 	if got, want := counts(s), "receipts=2 pending=0 leased=0 done=2 parked=2"; got != want {
 		t.Fatalf("status --json: %s, want %s", got, want)
 	}
-	if s["db"] != db || s["schema_version"] != float64(schemaVersion(t)) || s["oldest_pending_seconds"] != float64(0) {
+	wantV := schemaVersion(t)
+	if daemon.IsPostgres(db) {
+		wantV = strings.Count(postgres.Schema, "\n-- migrate: ")
+	}
+	if s["db"] != daemon.RedactDB(db) || s["schema_version"] != float64(wantV) || s["oldest_pending_seconds"] != float64(0) {
 		t.Errorf("status --json: %v", s)
 	}
 
@@ -1220,5 +1248,11 @@ func TestStatusAndOutboxCommands(t *testing.T) {
 	}
 	if n := len(hook.requests()); n != 4 {
 		t.Errorf("forward target received %d requests, want 4 (2 parked attempts + 2 after requeue)", n)
+	}
+	if out := ackd("prune").Stdout; out != "pruned receipts=0 done=0\n" {
+		t.Errorf("prune of fresh rows printed %q", out)
+	}
+	if out, want := ackd("migrate").Stdout, daemon.RedactDB(db)+fmt.Sprintf(": schema version %d\n", wantV); out != want {
+		t.Errorf("migrate of a current database printed %q, want %q", out, want)
 	}
 }
