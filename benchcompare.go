@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/slacksim"
 	"github.com/ackd/ackd/store"
 )
@@ -96,13 +97,17 @@ func benchCompareCmd(g *globals) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "compare",
-		Short: "Measure ackd (synchronous FULL and NORMAL) against a no-database ceiling under the same load",
+		Short: "Measure ackd (synchronous FULL and NORMAL, and PostgreSQL with --postgres) against a no-database ceiling under the same load",
 		Long: "Starts, one after the other, `ackd serve` with synchronous=FULL, `ackd serve` with\n" +
 			"synchronous=NORMAL (both with the dry-run log route, each on a fresh database in a\n" +
 			"temporary directory) and `ackd ceiling` (signature check and 200, no database), each\n" +
 			"on a free 127.0.0.1 port; loads each with the same `ackd bench` traffic; checks each\n" +
 			"database; and prints one table with the ratios to the ceiling. Exits non-zero when a\n" +
-			"database check fails or a server does not stop cleanly on SIGTERM.",
+			"database check fails or a server does not stop cleanly on SIGTERM.\n\n" +
+			"With --postgres URL (or ACKD_BENCH_POSTGRES), two more rows: one `ackd serve` on that\n" +
+			"PostgreSQL database, and three replicas sharing it with the load spread round-robin,\n" +
+			"each in a fresh schema dropped afterwards. The PostgreSQL server's own CPU shows\n" +
+			"under \"other processes\".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
@@ -121,6 +126,12 @@ func benchCompareCmd(g *globals) *cobra.Command {
 				o.Load.Seed = time.Now().UnixNano()&(1<<62-1) | 1
 			}
 			o.Command = commandLine(os.Args)
+			if o.Postgres == "" {
+				o.Postgres = os.Getenv("ACKD_BENCH_POSTGRES")
+			}
+			if o.Postgres != "" && !daemon.IsPostgres(o.Postgres) {
+				return errors.New("bench compare: --postgres wants a postgres:// URL")
+			}
 			o.OpenDB = func(ctx context.Context, cfgPath, dbPath string) (store.Store, error) {
 				sg := &globals{config: cfgPath, db: dbPath, stdout: io.Discard, stderr: io.Discard}
 				st, _, err := sg.openStore(ctx)
@@ -163,6 +174,7 @@ func benchCompareCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.Dir, "dir", "", "create the run's databases under this directory: put it on the disk you mean to measure (default $TMPDIR)")
 	f.BoolVar(&o.Keep, "keep", false, "keep the run's directory (databases, configs, server logs) and print its path")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.StringVar(&o.Postgres, "postgres", "", "also measure PostgreSQL: a postgres:// URL of a database to create throwaway schemas in (env ACKD_BENCH_POSTGRES)")
 	f.StringVar(&o.Exe, "ackd", "", "ackd binary to start as the servers (default: this one)")
 	_ = f.MarkHidden("ackd")
 	return c
@@ -172,6 +184,11 @@ func benchCompareCmd(g *globals) *cobra.Command {
 func commandLine(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
+		if k, v, ok := strings.Cut(a, "="); ok && daemon.IsPostgres(v) {
+			a = k + "=" + daemon.RedactDB(v)
+		} else if daemon.IsPostgres(a) {
+			a = daemon.RedactDB(a) // never print a password
+		}
 		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`*?[]{}()<>|&;#~") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}

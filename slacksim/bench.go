@@ -37,7 +37,11 @@ const (
 
 // BenchOptions configures a load test of an ackd's /slack/events.
 type BenchOptions struct {
-	URL    string // full URL of /slack/events
+	URL string // full URL of /slack/events
+	// URLs, when set, are several replicas' /slack/events: requests go to
+	// them round-robin, as a load balancer would send them (URL is then
+	// only the first of them).
+	URLs   []string
 	Secret string // signing secret
 
 	// Rate > 0 runs open loop: requests are scheduled at Rate events per
@@ -261,6 +265,7 @@ type bench struct {
 	ownTransport *http.Transport // non-nil when Bench built the client
 	gen          *eventGen
 	rec          recorder
+	next         atomic.Int64 // round-robin over opts.URLs
 }
 
 func newBench(o BenchOptions) (*bench, error) {
@@ -442,7 +447,11 @@ func (b *bench) fire(ctx context.Context, ev *benchEvent, retry int, from time.T
 	defer cancel()
 	now := time.Now()
 	b.rec.lagged(now.Sub(from))
-	req, err := newSlackRequest(rctx, b.opts.URL, b.opts.Secret, now, ev.body, "application/json", retry)
+	target := b.opts.URL
+	if len(b.opts.URLs) > 0 {
+		target = b.opts.URLs[int(b.next.Add(1))%len(b.opts.URLs)]
+	}
+	req, err := newSlackRequest(rctx, target, b.opts.Secret, now, ev.body, "application/json", retry)
 	if err != nil {
 		b.rec.fail(err, false)
 		return

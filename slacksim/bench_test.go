@@ -423,3 +423,29 @@ func TestBenchResultJSON(t *testing.T) {
 		t.Errorf("round trip: %+v", back)
 	}
 }
+
+func TestBenchSpreadsOverReplicas(t *testing.T) {
+	var urls []string
+	var hits [3]atomic.Int64
+	for i := range hits {
+		urls = append(urls, newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits[i].Add(1)
+			CeilingHandler(benchSecret).ServeHTTP(w, r)
+		})))
+	}
+	res := mustBench(t, BenchOptions{URL: urls[0], URLs: urls, Secret: benchSecret, Concurrency: 3, Duration: 100 * time.Millisecond})
+	if res.Errors != 0 || res.StatusCounts[200] != res.Sent {
+		t.Fatalf("status = %v errors = %d (%s)", res.StatusCounts, res.Errors, res.FirstError)
+	}
+	var total int64
+	for i := range hits {
+		n := hits[i].Load()
+		if n == 0 {
+			t.Errorf("replica %d got no request of %d", i, res.Sent)
+		}
+		total += n
+	}
+	if total != int64(res.Sent) {
+		t.Errorf("replicas got %d requests, bench sent %d", total, res.Sent)
+	}
+}

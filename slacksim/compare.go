@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/store/postgres"
 )
 
 // CompareOptions configures one `ackd bench compare`.
@@ -41,18 +45,31 @@ type CompareOptions struct {
 	// OpenDB opens a server's database for the check afterwards, with the
 	// server's config file (the caller owns the schema and store options).
 	OpenDB func(ctx context.Context, configPath, dbPath string) (store.Store, error)
+	// Postgres, when set, is a PostgreSQL URL: the comparison adds a row
+	// for one `ackd serve` on it and one for three replicas sharing it
+	// (the load spread round-robin), each run in a fresh schema that is
+	// dropped afterwards.
+	Postgres string
 }
 
 // compareServer is one of the three servers measured.
 type compareServer struct {
-	Name        string // FULL, NORMAL, ceiling
-	Synchronous string // "" for the ceiling
+	Name        string // FULL, NORMAL, postgres, postgres×3, ceiling
+	Synchronous string // "" for the ceiling and PostgreSQL
+	Replicas    int    // PostgreSQL: how many `ackd serve` share the database; 0 otherwise
 }
 
-var compareServers = []compareServer{
-	{Name: "FULL", Synchronous: "FULL"},
-	{Name: "NORMAL", Synchronous: "NORMAL"},
-	{Name: "ceiling"},
+func (s compareServer) hasDB() bool { return s.Synchronous != "" || s.Replicas > 0 }
+
+func (o CompareOptions) servers() []compareServer {
+	out := []compareServer{
+		{Name: "FULL", Synchronous: "FULL"},
+		{Name: "NORMAL", Synchronous: "NORMAL"},
+	}
+	if o.Postgres != "" {
+		out = append(out, compareServer{Name: "postgres", Replicas: 1}, compareServer{Name: "postgres×3", Replicas: 3})
+	}
+	return append(out, compareServer{Name: "ceiling"})
 }
 
 // CompareMachine describes where the numbers came from.
@@ -91,11 +108,14 @@ type CompareRow struct {
 	// CPUs busy on average during the load (from /proc; 0 if unknown): the
 	// server, this process (the load generator), and everything else on
 	// the machine. A busy machine shows up in OtherCPUs.
-	ServerCPUs float64       `json:"server_cpus"`
-	LoadCPUs   float64       `json:"load_cpus"`
-	OtherCPUs  float64       `json:"other_cpus"`
-	Exit       string        `json:"exit"` // how the child ended after SIGTERM
-	Check      *CompareCheck `json:"db_check,omitempty"`
+	ServerCPUs float64 `json:"server_cpus"`
+	LoadCPUs   float64 `json:"load_cpus"`
+	OtherCPUs  float64 `json:"other_cpus"`
+	Exit       string  `json:"exit"` // how the child ended after SIGTERM
+	// LoadAvg is /proc/loadavg's 1-minute figure just before the run and
+	// just after it: how busy the (shared) machine was.
+	LoadAvg [2]float64    `json:"load_avg"`
+	Check   *CompareCheck `json:"db_check,omitempty"`
 	// Ratios to the ceiling row: p99 latency (1 = as fast as no database)
 	// and achieved throughput (1 = as much as no database).
 	P99VsCeiling        float64 `json:"p99_vs_ceiling"`
@@ -135,7 +155,7 @@ func RunCompare(ctx context.Context, o CompareOptions) (CompareReport, error) {
 	rep.Mode = loadWords(o.Load)
 	secret := rand.Text() // the servers are ours: any secret they share with the load will do
 
-	for _, s := range compareServers {
+	for _, s := range o.servers() {
 		fmt.Fprintf(o.logw(), "== %s: %s\n", s.Name, s.describe())
 		row, err := o.measure(ctx, dir, secret, s)
 		if err != nil {
@@ -171,6 +191,9 @@ func (o CompareOptions) logw() io.Writer {
 }
 
 func (s compareServer) describe() string {
+	if s.Replicas > 0 {
+		return fmt.Sprintf("%d × ackd serve on one PostgreSQL (fresh schema), load round-robin, dry-run log route", s.Replicas)
+	}
 	if s.Synchronous == "" {
 		return "ackd ceiling (signature check and 200, no database)"
 	}
@@ -193,30 +216,58 @@ func (o CompareOptions) measure(ctx context.Context, dir, secret string, s compa
 	}
 	var args []string
 	var cfgPath, dbPath string
-	if s.Synchronous != "" {
+	const route = "[[route]]\nname = \"log-every-event\"\nevent = \"*\"\neffect = \"log\"\n"
+	switch {
+	case s.Replicas > 0:
+		u, drop, err := freshSchema(ctx, o.Postgres)
+		if err != nil {
+			return row, err
+		}
+		defer drop()
+		// The URL (it may hold a password) goes in the 0600 config file,
+		// not on a command line.
+		cfgPath, dbPath = filepath.Join(sdir, "ackd.toml"), u
+		toml := fmt.Sprintf("# written by ackd bench compare\ndb = %q\n\n%s", u, route)
+		if err := os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
+			return row, err
+		}
+		args = []string{"serve", "--config", cfgPath}
+	case s.Synchronous != "":
 		cfgPath, dbPath = filepath.Join(sdir, "ackd.toml"), filepath.Join(sdir, "ackd.db")
-		toml := fmt.Sprintf("# written by ackd bench compare\nsynchronous = %q\n\n"+
-			"[[route]]\nname = \"log-every-event\"\nevent = \"*\"\neffect = \"log\"\n", s.Synchronous)
+		toml := fmt.Sprintf("# written by ackd bench compare\nsynchronous = %q\n\n%s", s.Synchronous, route)
 		if err := os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
 			return row, err
 		}
 		args = []string{"serve", "--config", cfgPath, "--db", dbPath}
-	} else {
+	default:
 		args = []string{"ceiling"}
 	}
-	child, err := startCompareChild(ctx, o.Exe, args, secret, filepath.Join(sdir, "server.log"))
-	if err != nil {
-		return row, err
+	var children []*compareChild
+	var pids []int
+	var urls []string
+	for i := range max(1, s.Replicas) {
+		child, err := startCompareChild(ctx, o.Exe, args, secret, filepath.Join(sdir, fmt.Sprintf("server-%d.log", i)))
+		if err != nil {
+			return row, err
+		}
+		defer child.kill() // on an early return; a no-op after stop
+		children = append(children, child)
+		pids = append(pids, child.cmd.Process.Pid)
+		urls = append(urls, "http://"+child.addr+"/slack/events")
 	}
-	defer child.kill() // on an early return; a no-op after stop
 
 	load := o.Load
-	load.URL = "http://" + child.addr + "/slack/events"
+	load.URL = urls[0]
+	if len(urls) > 1 {
+		load.URLs = urls
+	}
 	load.Secret = secret
 	load.Progress = o.Log
-	before := sampleCPU(child.cmd.Process.Pid)
+	row.LoadAvg[0] = loadAvg()
+	before := sampleCPU(pids...)
 	res, err := Bench(ctx, load)
-	after := sampleCPU(child.cmd.Process.Pid)
+	after := sampleCPU(pids...)
+	row.LoadAvg[1] = loadAvg()
 	if err != nil {
 		return row, err
 	}
@@ -226,13 +277,18 @@ func (o CompareOptions) measure(ctx context.Context, dir, secret string, s compa
 			row.Non2xx += n
 		}
 	}
-	row.PeakRSSMiB = peakRSSMiB(child.cmd.Process.Pid)
-	row.ServerCPUs, row.LoadCPUs, row.OtherCPUs = after.since(before)
-	row.Exit = child.stop(30 * time.Second)
-	if row.Exit != "exit 0" {
-		fmt.Fprintf(o.logw(), "%s did not stop cleanly after SIGTERM (%s); its log: %s\n", s.Name, row.Exit, child.logPath)
+	for _, c := range children {
+		row.PeakRSSMiB = max(row.PeakRSSMiB, peakRSSMiB(c.cmd.Process.Pid))
 	}
-	if s.Synchronous != "" {
+	row.ServerCPUs, row.LoadCPUs, row.OtherCPUs = after.since(before)
+	row.Exit = "exit 0"
+	for _, c := range children {
+		if exit := c.stop(30 * time.Second); exit != "exit 0" {
+			row.Exit = exit
+			fmt.Fprintf(o.logw(), "%s did not stop cleanly after SIGTERM (%s); its log: %s\n", s.Name, exit, c.logPath)
+		}
+	}
+	if s.hasDB() {
 		// After the server stopped: the file is quiet and fully checkpointable.
 		check, err := o.checkDB(ctx, cfgPath, dbPath, res)
 		if err != nil {
@@ -446,7 +502,8 @@ type cpuSample struct {
 // times (100 on every mainstream architecture).
 const clockTicks = 100
 
-func sampleCPU(child int) cpuSample {
+// sampleCPU reads the machine's, this process's and the servers' CPU time.
+func sampleCPU(children ...int) cpuSample {
 	c := cpuSample{at: time.Now()}
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -461,10 +518,14 @@ func sampleCPU(child int) cpuSample {
 		v, _ := strconv.ParseInt(f[i], 10, 64)
 		c.total += v
 	}
-	var ok1, ok2 bool
-	c.self, ok1 = procCPUTicks("self")
-	c.child, ok2 = procCPUTicks(strconv.Itoa(child))
-	c.ok = ok1 && ok2
+	var ok bool
+	c.self, c.ok = procCPUTicks("self")
+	for _, pid := range children {
+		var n int64
+		n, ok = procCPUTicks(strconv.Itoa(pid))
+		c.child += n
+		c.ok = c.ok && ok
+	}
 	return c
 }
 
@@ -499,6 +560,51 @@ func (c cpuSample) since(b cpuSample) (server, self, other float64) {
 	server, self = cpus(c.child-b.child), cpus(c.self-b.self)
 	other = max(0, cpus(c.total-b.total)-server-self)
 	return server, self, other
+}
+
+// loadAvg is the machine's 1-minute load average (0 if unknown).
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+// freshSchema creates an empty schema in the PostgreSQL database at base
+// and returns a URL whose connections use it, and a func that drops it.
+func freshSchema(ctx context.Context, base string) (string, func(), error) {
+	name := "ackd_bench_" + strings.ToLower(rand.Text()[:10])
+	run := func(ctx context.Context, sql string) error {
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return fmt.Errorf("connect to %s: %w", postgres.Redact(base), err)
+		}
+		defer c.Close(ctx)
+		_, err = c.Exec(ctx, sql)
+		return err
+	}
+	if err := run(ctx, "CREATE SCHEMA "+name); err != nil {
+		return "", nil, err
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", nil, errors.New("postgres: not a valid URL")
+	}
+	q := u.Query()
+	q.Set("options", "-csearch_path="+name)
+	u.RawQuery = q.Encode()
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = run(ctx, "DROP SCHEMA "+name+" CASCADE")
+	}
+	return u.String(), drop, nil
 }
 
 // machineInfo reads what is readable about this machine; missing pieces
@@ -632,6 +738,9 @@ func (r CompareReport) WriteTable(w io.Writer) {
 		}
 		if row.Exit != "exit 0" {
 			notes = append(notes, "after SIGTERM: "+row.Exit)
+		}
+		if row.LoadAvg != [2]float64{} {
+			notes = append(notes, fmt.Sprintf("load average %.2f before, %.2f after", row.LoadAvg[0], row.LoadAvg[1]))
 		}
 		if c := row.Check; c != nil {
 			verdict := "ok"
