@@ -151,7 +151,9 @@ type Options struct {
 	// BusyTimeout (SQLite) is how long a statement waits for another
 	// connection's write lock (default 5s).
 	BusyTimeout time.Duration
-	// Now is the clock; tests move it. Default time.Now.
+	// Now is the clock; tests move it. Default time.Now. SQLite judges
+	// leases and stamps rows on it; PostgreSQL uses the database's clock
+	// for both and Now only for durations inside the process.
 	Now func() time.Time
 	// MaxAttempts parks a row after this many retryable failures (default 8).
 	MaxAttempts int
@@ -160,8 +162,9 @@ type Options struct {
 	// jittered into [d/2, d].
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
-	// Schema is the engine's schema text (the binary embeds schema.sql and
-	// schema.postgres.sql).
+	// Schema is SQLite's schema text (the binary embeds schema.sql); the
+	// PostgreSQL engine ignores it and applies its own embedded
+	// store/postgres/schema.sql.
 	Schema string
 	// MaxBatch caps how many ops one group commit carries (default 256).
 	MaxBatch int
