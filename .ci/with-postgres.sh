@@ -23,8 +23,12 @@ pg_bin=$(dirname "$(command -v pg_ctl)")
 pg_dir=$(mktemp -d /tmp/ackd-pg.XXXXXX)
 chown postgres: "$pg_dir"
 chmod 700 "$pg_dir"
-# A free port: ask the kernel for one, then hand it to PostgreSQL.
-pg_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 55432)
+# A private port: a random one below the ephemeral range that nothing
+# answers on (bash's /dev/tcp connects, or fails when the port is free).
+for _ in $(seq 50); do
+	pg_port=$((20000 + RANDOM % 12000))
+	(exec 3<>"/dev/tcp/127.0.0.1/${pg_port}") 2>/dev/null || break
+done
 
 pg_as() { (cd "$pg_dir" && runuser -u postgres -- "$@"); }
 pg_as "$pg_bin/initdb" -D "$pg_dir/data" -U ackd --auth=trust -E UTF8 --no-instructions >/dev/null
