@@ -55,11 +55,10 @@ type Store interface {
 	// rows whose effect it accepts (see ClaimFilter).
 	//
 	// Lease skew: a lease whose expiry lies further in the future than
-	// now+lease (this call's lease; PostgreSQL allows a grace of up to a
-	// second for clock reads of concurrent claims) counts as expired, so a
-	// lease stamped by a clock that was since set back cannot hold a row
-	// beyond what any claimer would grant. Replicas must therefore share
-	// one lease setting.
+	// now+lease+SkewGrace (this call's lease) counts as expired, so a lease
+	// stamped by a clock that was since set back cannot hold a row beyond
+	// what any claimer would grant. Replicas must therefore share one
+	// lease setting.
 	Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *ClaimFilter) ([]Row, error)
 	// Complete marks row id done if token still holds it, counting the
 	// successful attempt (attempts+1: a row done on its first attempt shows
@@ -115,6 +114,12 @@ type Store interface {
 	Location() string
 	Close() error
 }
+
+// SkewGrace is how far past now+lease a lease's expiry may lie before the
+// lease-skew rule declares it expired: concurrent claims read the clock a
+// few milliseconds apart, and one that read it a little earlier must not
+// take a lease another has just stamped.
+const SkewGrace = time.Second
 
 // ClaimFilter restricts a claim to rows a process can perform. A sweep
 // that lacks a credential some effects need (a hand-run `ackd sweep --once`

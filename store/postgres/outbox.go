@@ -51,12 +51,6 @@ func collect(rows pgx.Rows) ([]store.Row, error) {
 	return out, rows.Err()
 }
 
-// SkewGrace is how far past now+lease a lease's expiry may lie before the
-// lease-skew rule declares it expired: concurrent claims read the clock a
-// few milliseconds apart, and a claim that read it earlier must not take a
-// lease another claim has just stamped.
-const SkewGrace = time.Second
-
 // claimSQL: $1 clock offset, $2 token, $3 lease (ms), $4 limit, $5 the
 // effects a claim may take (NULL: every effect), $6 the skew grace (ms).
 //
@@ -66,7 +60,10 @@ const SkewGrace = time.Second
 // ran ahead, or by a database whose clock was since set back, cannot hold a
 // row forever). Both kinds are locked FOR UPDATE SKIP LOCKED: a row another
 // claimer is stamping right now is skipped, never waited for, and a row
-// whose lease changed under our snapshot is re-checked on its new version.
+// whose lease changed under our snapshot is re-checked on its new version;
+// the skew test reads the clock afresh (ackd_now_ms() per row, not the
+// statement's clock), so a lease another claim stamped after our clock was
+// read is never mistaken for a skewed one.
 // Our own rows come first (a re-claim returns the same rows and a token
 // never holds more than limit), then free rows in due order off the
 // outbox_claimable index.
@@ -85,7 +82,7 @@ const claimSQL = `WITH ` + clockCTE + `,
 				 WHERE o.status = 'pending' AND o.next_attempt_at <= clock.now
 				   AND (o.claim_token IS NULL OR o.claim_expires_at IS NULL
 				        OR o.claim_expires_at <= clock.now
-				        OR o.claim_expires_at > clock.now + $3::bigint + $6::bigint)
+				        OR o.claim_expires_at > ackd_now_ms() + $1::bigint + $3::bigint + $6::bigint)
 				   AND o.claim_token IS DISTINCT FROM $2
 				   AND ($5::text[] IS NULL OR o.effect = ANY($5::text[]))
 				 ORDER BY o.next_attempt_at, o.id
@@ -119,7 +116,7 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 		effects = append([]string{}, filter.Effects...)
 	}
 	res, err := s.pool.Query(ctx, claimSQL, s.offset.Load(), token, lease.Milliseconds(), limit, effects,
-		SkewGrace.Milliseconds())
+		store.SkewGrace.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", s.classify(ctx, err))
 	}

@@ -197,9 +197,14 @@ func (s *Store) commitBatch(batch []*op) {
 		// The transaction outlives any one caller's deadline on purpose: a
 		// commit after a caller gave up is harmless, a torn batch is not.
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.BusyTimeout+30*time.Second)
-		now := ms(s.opts.Now())
 		run := func(savepoints bool) error {
 			return s.inTx(ctx, func(tx *sql.Tx) error {
+				// The clock is read once the write lock is held, never
+				// before waiting for it: another process's commit then
+				// always carries an earlier time than ours, and a lease it
+				// just stamped never looks like one from the future (see
+				// Claim).
+				now := ms(s.opts.Now())
 				for i, o := range batch {
 					if !taken[i] {
 						if errs[i] != nil {
