@@ -1255,4 +1255,16 @@ func testStatusAndOutboxCommands(t *testing.T, db string) {
 	if out, want := ackd("migrate").Stdout, daemon.RedactDB(db)+fmt.Sprintf(": schema version %d\n", wantV); out != want {
 		t.Errorf("migrate of a current database printed %q, want %q", out, want)
 	}
+	// ACKD_DB_FILE: the database setting from a file (a systemd credential).
+	dbFile := filepath.Join(dir, "db-url")
+	if err := os.WriteFile(dbFile, []byte(db+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := procMustRun(t, procEnv("ACKD_DB_FILE="+dbFile), "status", "--json", "--config", cfg).Stdout
+	if !strings.Contains(out, `"receipts":2`) || !strings.Contains(out, `"done":4`) {
+		t.Errorf("status with ACKD_DB_FILE printed %q", out)
+	}
+	if r := procRun(t, procEnv("ACKD_DB_FILE="+dbFile, "ACKD_DB="+db), "status", "--config", cfg); r.Code == 0 {
+		t.Errorf("both ACKD_DB and ACKD_DB_FILE accepted: %q", r.Stdout)
+	}
 }
