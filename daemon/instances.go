@@ -21,8 +21,9 @@ const (
 )
 
 // announce records this daemon in ackd_instances and warns about any other
-// daemon running on the same database: safe (claims are disjoint), but
-// almost always a mistake (a forgotten process, two units on one file).
+// daemon running on the same SQLite database: safe (claims are disjoint),
+// but almost always a mistake (a forgotten process, two units on one file).
+// On PostgreSQL other replicas are expected and only noted.
 // Neither step stops startup: a daemon on a database it cannot write still
 // serves (answering 500, so Slack retries) and says why in /healthz.
 func (s *Server) announce(ctx context.Context) {
@@ -40,8 +41,14 @@ func (s *Server) announce(ctx context.Context) {
 		if !Alive(o) {
 			continue // killed before its row went stale (a crash, then systemd's restart)
 		}
+		if s.store.Engine() == "postgres" {
+			// Several replicas on one PostgreSQL are the point of it.
+			s.log.Info("another replica is running on this database", "other", DescribeInstance(o, s.opts.Now()),
+				"other_pid", o.PID, "other_host", o.Host, "db", s.store.Location())
+			continue
+		}
 		s.log.Warn("another ackd serve is running on this database: both will sweep the same queue (safe, claims are disjoint, but usually a mistake)",
-			"other", DescribeInstance(o, s.opts.Now()), "other_pid", o.PID, "other_host", o.Host, "db", s.cfg.DB)
+			"other", DescribeInstance(o, s.opts.Now()), "other_pid", o.PID, "other_host", o.Host, "db", s.store.Location())
 	}
 }
 

@@ -128,8 +128,9 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 	return rows, nil
 }
 
-// Complete marks a row done if token still holds it, storing result and
-// enqueueing followUps in the same transaction. held is false when the
+// Complete marks a row done if token still holds it, counting the
+// successful attempt (attempts+1), storing result and enqueueing followUps
+// in the same transaction; last_error is kept. held is false when the
 // lease was lost (another token claimed the row, or it is no longer
 // pending): then nothing is written and no follow-up is enqueued.
 func (s *Store) Complete(ctx context.Context, id int64, token, result string, followUps []store.NewRow) (held bool, err error) {
@@ -141,7 +142,8 @@ func (s *Store) Complete(ctx context.Context, id int64, token, result string, fo
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `WITH `+clockCTE+`
 			UPDATE outbox
-			   SET status = 'done', completed_at = clock.now, result = $2, claim_expires_at = NULL
+			   SET status = 'done', attempts = attempts + 1, completed_at = clock.now, result = $2,
+			       claim_expires_at = NULL
 			  FROM clock
 			 WHERE id = $3 AND claim_token = $4 AND status = 'pending'`, off, res, id, token)
 		if err != nil {

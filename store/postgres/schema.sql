@@ -105,3 +105,19 @@ SELECT event_id,
        event_type,
        to_timestamp(received_at / 1000.0) AT TIME ZONE 'UTC' AS received
   FROM slack_event_receipts;
+
+-- migrate: 2
+
+-- One row per running `ackd serve` on this database, refreshed by its
+-- heartbeat and deleted at a clean shutdown. With PostgreSQL several
+-- replicas on one database are the point; `ackd status` lists the ones
+-- whose heartbeat is fresh (a crashed replica's row goes stale, then is
+-- deleted).
+CREATE TABLE ackd_instances (
+  instance_id  text    PRIMARY KEY,  -- random, per process start
+  pid          integer NOT NULL,
+  host         text    NOT NULL,
+  listen       text    NOT NULL,     -- the address it serves Slack on
+  started_at   bigint  NOT NULL,
+  heartbeat_at bigint  NOT NULL      -- the database's clock
+);

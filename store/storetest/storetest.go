@@ -6,9 +6,10 @@
 // and passes only by keeping the rules of package store: one receipt and one
 // "first" per event id however many deliveries race, idempotent outbox rows,
 // disjoint and idempotent claims, release only by expiry (and the lease-skew
-// rule), fenced Complete and Fail, follow-ups only under a held fence,
-// backoff, parking and rate limits, requeue, pruning that never touches
-// pending or parked rows, and the inspection calls.
+// rule), fenced Complete and Fail, follow-ups only under a held fence, a
+// completion counting its attempt, backoff, parking and rate limits,
+// requeue, pruning that never touches pending or parked rows, the
+// inspection calls and the instances table.
 //
 // Time. SQLite judges leases on the process's clock (store.Options.Now);
 // PostgreSQL on the database's. The suite controls time through DB: Now is
@@ -56,6 +57,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("Fail", func(t *testing.T) { testFail(t, newDB) })
 	t.Run("Prune", func(t *testing.T) { testPrune(t, newDB) })
 	t.Run("Inspect", func(t *testing.T) { testInspect(t, newDB) })
+	t.Run("Instances", func(t *testing.T) { testInstances(t, newDB) })
 }
 
 var ctx = context.Background()
@@ -634,6 +636,33 @@ func testFence(t *testing.T, newDB NewDB) {
 		}
 	})
 
+	t.Run("a completion counts its attempt and keeps the last failure", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{BackoffBase: time.Second, BackoffMax: time.Second})
+		mustRecord(t, s, intent("Ev1", "a", "b"))
+		rows := mustClaim(t, s, "A", 2, time.Minute)
+		if held, err := s.Complete(ctx, rows[0].ID, "A", "", nil); err != nil || !held {
+			t.Fatalf("complete: %v %v", held, err)
+		}
+		if res, err := s.Fail(ctx, rows[1].ID, "A", store.FailRetryable, "boom", 0); err != nil || !res.Held {
+			t.Fatal(res, err)
+		}
+		db.Advance(time.Hour)
+		again := mustClaim(t, s, "B", 2, time.Minute)
+		if len(again) != 1 || again[0].ID != rows[1].ID {
+			t.Fatalf("claimed %v, want the failed row", ids(again))
+		}
+		if held, err := s.Complete(ctx, again[0].ID, "B", "", nil); err != nil || !held {
+			t.Fatalf("complete: %v %v", held, err)
+		}
+		if r := mustGet(t, s, rows[0].ID); r.Attempts != 1 || r.LastError != "" {
+			t.Errorf("done on the first attempt: attempts %d last_error %q, want 1 and none", r.Attempts, r.LastError)
+		}
+		if r := mustGet(t, s, rows[1].ID); r.Attempts != 2 || r.LastError != "boom" {
+			t.Errorf("done on the second attempt: attempts %d last_error %q, want 2 and the failure", r.Attempts, r.LastError)
+		}
+	})
+
 	t.Run("a stale token replayed concurrently with the holder's completion never wins", func(t *testing.T) {
 		db := newDB(t)
 		stores := []store.Store{db.Open(t, store.Options{}), db.Open(t, store.Options{})}
@@ -956,6 +985,72 @@ func testInspect(t *testing.T, newDB NewDB) {
 		}
 		if s.Engine() == "" || s.Location() == "" {
 			t.Fatalf("engine %q location %q", s.Engine(), s.Location())
+		}
+	})
+}
+
+func testInstances(t *testing.T, newDB NewDB) {
+	t.Run("a heartbeat lists an instance while fresh; stale ones are not listed, retired ones gone, day-old ones deleted", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		list := func(fresh time.Duration) []store.Instance {
+			t.Helper()
+			ins, err := s.Instances(ctx, fresh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ins
+		}
+		names := func(ins []store.Instance) string {
+			var out []string
+			for _, in := range ins {
+				out = append(out, in.ID)
+			}
+			return fmt.Sprint(out)
+		}
+		started := db.Now(t).Add(-time.Minute).Truncate(time.Millisecond)
+		a := store.Instance{ID: "a", PID: 10, Host: "vm1", Listen: "127.0.0.1:3000", StartedAt: started}
+		before := db.Now(t)
+		if err := s.Heartbeat(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		after := db.Now(t)
+		db.Advance(time.Second)
+		b := store.Instance{ID: "b", PID: 11, Host: "vm2", Listen: "127.0.0.1:3001", StartedAt: started.Add(time.Second)}
+		if err := s.Heartbeat(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		ins := list(30 * time.Second)
+		if names(ins) != "[a b]" {
+			t.Fatalf("fresh instances %s, want [a b] (oldest start first)", names(ins))
+		}
+		if got := ins[0]; got.PID != 10 || got.Host != "vm1" || got.Listen != "127.0.0.1:3000" || !got.StartedAt.Equal(started) {
+			t.Errorf("instance a read back as %+v", got)
+		}
+		within(t, "a's heartbeat - before", ins[0].HeartbeatAt.Sub(before), -time.Millisecond, after.Sub(before))
+
+		db.Advance(40 * time.Second)
+		if err := s.Heartbeat(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if got := names(list(30 * time.Second)); got != "[b]" {
+			t.Fatalf("after a's heartbeat went stale: %s, want [b]", got)
+		}
+		if got := names(list(time.Hour)); got != "[a b]" {
+			t.Fatalf("a stale row is kept (shown as not running): %s, want [a b]", got)
+		}
+		if err := s.Retire(ctx, "b"); err != nil {
+			t.Fatal(err)
+		}
+		if got := names(list(time.Hour)); got != "[a]" {
+			t.Fatalf("after b retired: %s, want [a]", got)
+		}
+		db.Advance(25 * time.Hour)
+		if err := s.Heartbeat(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if got := names(list(48 * time.Hour)); got != "[b]" {
+			t.Errorf("a day-old instance row was kept: %s, want [b]", got)
 		}
 	})
 }

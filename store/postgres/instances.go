@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ackd/ackd/store"
+)
+
+// instanceRetention is how long a crashed daemon's row is kept (shown as
+// not running) before Heartbeat deletes it.
+const instanceRetention = 24 * time.Hour
+
+// Heartbeat inserts or refreshes in's row (heartbeat_at on the database's
+// clock) and deletes rows whose heartbeat is older than a day.
+func (s *Store) Heartbeat(ctx context.Context, in store.Instance) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		off := s.offset.Load()
+		if _, err := tx.Exec(ctx, `WITH `+clockCTE+`
+			INSERT INTO ackd_instances (instance_id, pid, host, listen, started_at, heartbeat_at)
+			SELECT $2, $3, $4, $5, $6, now FROM clock
+			ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
+			off, in.ID, in.PID, in.Host, in.Listen, in.StartedAt.UnixMilli()); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `WITH `+clockCTE+`
+			DELETE FROM ackd_instances USING clock WHERE heartbeat_at < clock.now - $2::bigint`,
+			off, instanceRetention.Milliseconds())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("instance heartbeat: %w", err)
+	}
+	return nil
+}
+
+// Instances returns the instances whose heartbeat is at most fresh old on
+// the database's clock, oldest start first.
+func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]store.Instance, error) {
+	res, err := s.pool.Query(ctx, `WITH `+clockCTE+`
+		SELECT instance_id, pid, host, listen, started_at, heartbeat_at FROM ackd_instances, clock
+		 WHERE heartbeat_at >= clock.now - $2::bigint ORDER BY started_at, instance_id`,
+		s.offset.Load(), fresh.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("instances: %w", s.classify(ctx, err))
+	}
+	defer res.Close()
+	var out []store.Instance
+	for res.Next() {
+		var in store.Instance
+		var started, beat int64
+		if err := res.Scan(&in.ID, &in.PID, &in.Host, &in.Listen, &started, &beat); err != nil {
+			return nil, fmt.Errorf("instances: %w", err)
+		}
+		in.StartedAt, in.HeartbeatAt = time.UnixMilli(started), time.UnixMilli(beat)
+		out = append(out, in)
+	}
+	if err := res.Err(); err != nil {
+		return nil, fmt.Errorf("instances: %w", s.classify(ctx, err))
+	}
+	return out, nil
+}
+
+// Retire deletes instance id's row.
+func (s *Store) Retire(ctx context.Context, id string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM ackd_instances WHERE instance_id = $1`, id); err != nil {
+		return fmt.Errorf("retire instance: %w", s.classify(ctx, err))
+	}
+	return nil
+}
