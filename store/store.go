@@ -54,11 +54,14 @@ type Store interface {
 	// row token holds, in id order. A non-nil filter restricts the claim to
 	// rows whose effect it accepts (see ClaimFilter).
 	//
-	// Lease skew: a lease whose expiry lies further in the future than
-	// now+lease+SkewGrace (this call's lease) counts as expired, so a lease
-	// stamped by a clock that was since set back cannot hold a row beyond
-	// what any claimer would grant. Replicas must therefore share one
-	// lease setting.
+	//
+	// Times from the future: a lease ending more than 2·lease from now, or a
+	// due time more than lease + BackoffMax from now, cannot have been set by
+	// this configuration with a right clock (the clock was ahead, or was
+	// since set back); Claim treats such a lease as expired and such a row
+	// as due, and logs each one (Options.Logger). The one lease period of
+	// slack keeps a small clock step from taking rows a sweeper is working
+	// on. Replicas on one database must share the lease setting.
 	Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *ClaimFilter) ([]Row, error)
 	// Complete marks row id done if token still holds it, counting the
 	// successful attempt (attempts+1: a row done on its first attempt shows
@@ -114,12 +117,6 @@ type Store interface {
 	Location() string
 	Close() error
 }
-
-// SkewGrace is how far past now+lease a lease's expiry may lie before the
-// lease-skew rule declares it expired: concurrent claims read the clock a
-// few milliseconds apart, and one that read it a little earlier must not
-// take a lease another has just stamped.
-const SkewGrace = time.Second
 
 // ClaimFilter restricts a claim to rows a process can perform. A sweep
 // that lacks a credential some effects need (a hand-run `ackd sweep --once`

@@ -52,18 +52,16 @@ func collect(rows pgx.Rows) ([]store.Row, error) {
 }
 
 // claimSQL: $1 clock offset, $2 token, $3 lease (ms), $4 limit, $5 the
-// effects a claim may take (NULL: every effect), $6 the skew grace (ms).
+// effects a claim may take (NULL: every effect).
 //
 // Eligible rows: pending, due, and either already ours or free (no lease, an
-// expired lease, or a lease whose expiry lies further in the future than
-// now+lease+grace: the lease-skew rule, so a lease stamped by a clock that
-// ran ahead, or by a database whose clock was since set back, cannot hold a
-// row forever). Both kinds are locked FOR UPDATE SKIP LOCKED: a row another
-// claimer is stamping right now is skipped, never waited for, and a row
-// whose lease changed under our snapshot is re-checked on its new version;
-// the skew test reads the clock afresh (ackd_now_ms() per row, not the
-// statement's clock), so a lease another claim stamped after our clock was
-// read is never mistaken for a skewed one.
+// expired lease, or a lease from the future: ending more than 2·lease away,
+// see store.Store.Claim). Both kinds are locked FOR UPDATE SKIP LOCKED: a
+// row another claimer is stamping right now is skipped, never waited for,
+// and a row whose lease changed under our snapshot is re-checked on its new
+// version; the future test reads the clock afresh (ackd_now_ms() per row,
+// not the statement's clock), so a lease another claim stamped after our
+// clock was read is never mistaken for one from the future.
 // Our own rows come first (a re-claim returns the same rows and a token
 // never holds more than limit), then free rows in due order off the
 // outbox_claimable index.
@@ -82,7 +80,7 @@ const claimSQL = `WITH ` + clockCTE + `,
 				 WHERE o.status = 'pending' AND o.next_attempt_at <= clock.now
 				   AND (o.claim_token IS NULL OR o.claim_expires_at IS NULL
 				        OR o.claim_expires_at <= clock.now
-				        OR o.claim_expires_at > ackd_now_ms() + $1::bigint + $3::bigint + $6::bigint)
+				        OR o.claim_expires_at > ackd_now_ms() + $1::bigint + 2 * $3::bigint)
 				   AND o.claim_token IS DISTINCT FROM $2
 				   AND ($5::text[] IS NULL OR o.effect = ANY($5::text[]))
 				 ORDER BY o.next_attempt_at, o.id
@@ -100,7 +98,8 @@ const claimSQL = `WITH ` + clockCTE + `,
 
 // Claim leases up to limit rows that are pending, due and free to token
 // until the database's now+lease, in one statement, and returns every row
-// the token now holds, in id order. See claimSQL.
+// the token now holds, in id order. See claimSQL. Once per lease period it
+// first looks for times from the future (fixFutureTimes).
 func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *store.ClaimFilter) ([]store.Row, error) {
 	if token == "" {
 		return nil, errors.New("claim: empty token")
@@ -115,8 +114,10 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 	if filter != nil && filter.Effects != nil {
 		effects = append([]string{}, filter.Effects...)
 	}
-	res, err := s.pool.Query(ctx, claimSQL, s.offset.Load(), token, lease.Milliseconds(), limit, effects,
-		store.SkewGrace.Milliseconds())
+	if err := s.fixFutureTimes(ctx, lease); err != nil {
+		return nil, fmt.Errorf("claim outbox: fix times from the future: %w", s.classify(ctx, err))
+	}
+	res, err := s.pool.Query(ctx, claimSQL, s.offset.Load(), token, lease.Milliseconds(), limit, effects)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", s.classify(ctx, err))
 	}
@@ -269,4 +270,57 @@ func (s *Store) requeue(ctx context.Context, where string, args ...any) (int64, 
 		return 0, fmt.Errorf("requeue: %w", s.classify(ctx, err))
 	}
 	return tag.RowsAffected(), nil
+}
+
+// fixFutureTimes makes every pending row leased beyond now + 2·lease expire
+// now, and every pending row due beyond now + lease + the longest backoff
+// due now (no rule of this configuration sets a later time; the database's
+// clock was set back, or a replica with a longer lease stamped it), and
+// logs each such row once with both times. It runs at a store's first
+// claim and then at most once per lease period: every replica looks, so
+// one of them finds such a row within a lease period of its appearance.
+func (s *Store) fixFutureTimes(ctx context.Context, lease time.Duration) error {
+	now := time.Now().UnixMilli()
+	if last := s.futureChecked.Load(); last != 0 && now >= last && now < last+lease.Milliseconds() {
+		return nil
+	}
+	res, err := s.pool.Query(ctx, `WITH `+clockCTE+`,
+		future AS (
+			SELECT o.id, o.idempotency_key, o.claim_expires_at, o.next_attempt_at FROM outbox o, clock
+			 WHERE o.status = 'pending'
+			   AND (o.claim_expires_at > clock.now + 2 * $2::bigint OR o.next_attempt_at > clock.now + $2::bigint + $3::bigint)
+			   FOR UPDATE OF o SKIP LOCKED)
+		UPDATE outbox o
+		   SET claim_expires_at = CASE WHEN f.claim_expires_at > clock.now + 2 * $2::bigint THEN clock.now ELSE o.claim_expires_at END,
+		       next_attempt_at = CASE WHEN f.next_attempt_at > clock.now + $2::bigint + $3::bigint THEN clock.now ELSE o.next_attempt_at END
+		  FROM future f, clock
+		 WHERE o.id = f.id
+		RETURNING f.id, f.idempotency_key, f.claim_expires_at, f.next_attempt_at, clock.now`,
+		s.offset.Load(), lease.Milliseconds(), s.opts.BackoffMax.Milliseconds())
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	for res.Next() {
+		var id, next, at int64
+		var key string
+		var until *int64
+		if err := res.Scan(&id, &key, &until, &next, &at); err != nil {
+			return err
+		}
+		nowText := time.UnixMilli(at).UTC().Format(time.RFC3339Nano)
+		if until != nil && *until > at+2*lease.Milliseconds() {
+			s.opts.Logger.Warn("lease ends further ahead than this configuration can stamp (the clock was ahead when it was stamped, or a replica has a longer lease); treated as expired",
+				"id", id, "key", key, "lease_until", time.UnixMilli(*until).UTC().Format(time.RFC3339Nano), "now", nowText, "lease", lease.String())
+		}
+		if next > at+(lease+s.opts.BackoffMax).Milliseconds() {
+			s.opts.Logger.Warn("row is due further ahead than this configuration can schedule (the clock was ahead when it was scheduled); made due now",
+				"id", id, "key", key, "next_attempt_at", time.UnixMilli(next).UTC().Format(time.RFC3339Nano), "now", nowText, "lease", lease.String())
+		}
+	}
+	if err := res.Err(); err != nil {
+		return err
+	}
+	s.futureChecked.Store(now)
+	return nil
 }

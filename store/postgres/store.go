@@ -50,8 +50,11 @@ type Store struct {
 	pool *pgxpool.Pool
 
 	offset atomic.Int64 // ms added to the database clock (tests; see SetClockOffset)
-	closed atomic.Bool
-	busy   atomic.Int64
+	// futureChecked is when (this process's clock, ms) Claim last looked
+	// for times from the future; 0 = never.
+	futureChecked atomic.Int64
+	closed        atomic.Bool
+	busy          atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -152,7 +155,10 @@ func (s *Store) Now() time.Time {
 // statement judges time as the database's clock plus d. Tests use it to
 // expire leases and reach due times without waiting; production never
 // calls it.
-func (s *Store) SetClockOffset(d time.Duration) { s.offset.Store(d.Milliseconds()) }
+func (s *Store) SetClockOffset(d time.Duration) {
+	s.offset.Store(d.Milliseconds())
+	s.futureChecked.Store(0) // a clock step: look for times from the future again
+}
 
 // DBNow is the database clock (plus the offset), for tests and checks.
 func (s *Store) DBNow(ctx context.Context) (time.Time, error) {

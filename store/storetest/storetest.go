@@ -431,24 +431,49 @@ func testClaim(t *testing.T, newDB NewDB) {
 		}
 	})
 
-	t.Run("lease skew: a lease ending further away than now+lease counts as expired", func(t *testing.T) {
+	t.Run("times from the future: a lease ending beyond now+2·lease counts as expired, one within it holds", func(t *testing.T) {
 		db := newDB(t)
 		s := db.Open(t, store.Options{})
-		mustRecord(t, s, intent("Ev1", "r"))
-		mustRecord(t, s, intent("Ev2", "r"))
-		// Ev1: leased by C for a minute; its lease ends at now+lease.
-		c := mustClaim(t, s, "C", 1, time.Minute)
-		// Ev2: under a lease that ends an hour away, as one stamped by a
-		// clock that ran ahead (or before the clock was set back) would.
+		for i := range 2 {
+			mustRecord(t, s, intent(fmt.Sprintf("Ev%d", i), "r"))
+		}
+		// Ev0: leased for 90 s, within a 1-minute claimer's slack of one
+		// more lease period; Ev1: for an hour, as a clock that ran ahead (or
+		// a longer lease setting) would stamp it. A lease period later (an
+		// engine may look for such leases only that often) B takes Ev1 only.
+		c := mustClaim(t, s, "C", 1, 90*time.Second)
 		a := mustClaim(t, s, "A", 1, time.Hour)
-		db.Advance(10 * time.Second)
+		db.Advance(65 * time.Second)
 		b := mustClaim(t, s, "B", 10, time.Minute)
-		if len(a) != 1 || len(c) != 1 || len(b) != 1 || b[0].ID != a[0].ID || a[0].ID == c[0].ID {
-			t.Fatalf("C %v, A %v, B %v: B must take A's too-long lease and leave C's", ids(c), ids(a), ids(b))
+		if len(a) != 1 || len(c) != 1 || len(b) != 1 || b[0].ID != a[0].ID {
+			t.Fatalf("C %v, A %v, B %v: B must take A's lease from the future and leave C's", ids(c), ids(a), ids(b))
 		}
 		// The stale holder is fenced out.
 		if held, err := s.Complete(ctx, a[0].ID, "A", "", nil); err != nil || held {
-			t.Fatalf("A's Complete after the skewed lease was taken: held=%v err=%v", held, err)
+			t.Fatalf("A's Complete after its lease from the future was taken: held=%v err=%v", held, err)
+		}
+	})
+
+	t.Run("times from the future: a row due beyond now+lease+BackoffMax is made due", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{BackoffBase: time.Hour, BackoffMax: time.Hour})
+		mustRecord(t, s, intent("Ev1", "r"))
+		mustRecord(t, s, intent("Ev2", "r"))
+		for _, tok := range []string{"A1", "A2"} {
+			row := claimOne(t, s, tok)
+			if res, err := s.Fail(ctx, row.ID, tok, store.FailRetryable, "boom", 0); err != nil || !res.Held {
+				t.Fatal(res, err)
+			}
+		}
+		if rows := mustClaim(t, s, "early", 10, time.Minute); len(rows) != 0 {
+			t.Fatalf("rows in backoff claimed: %v", ids(rows))
+		}
+		// The clock is set back 3 hours: both rows are now due 3.5–4 hours
+		// away, beyond anything a 1-minute lease and 1-hour backoff can set.
+		db.Advance(-3 * time.Hour)
+		rows := mustClaim(t, s, "B", 10, time.Minute)
+		if len(rows) != 2 {
+			t.Fatalf("claimed %v after the clock was set back, want both rows", ids(rows))
 		}
 	})
 
