@@ -5,8 +5,8 @@
 //
 // and passes only by keeping the rules of package store: one receipt and one
 // "first" per event id however many deliveries race, idempotent outbox rows,
-// disjoint and idempotent claims, release only by expiry (and the rules for times from the future
-// rule), fenced Complete and Fail, follow-ups only under a held fence, a
+// disjoint and idempotent claims, release only by expiry (and the rules for
+// times from the future), fenced Complete and Fail, follow-ups only under a held fence, a
 // completion counting its attempt, backoff, parking and rate limits,
 // requeue, pruning that never touches pending or parked rows, the
 // inspection calls and the instances table.
