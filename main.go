@@ -172,12 +172,15 @@ func secrets(signing bool) (daemon.Secrets, error) {
 			*dst, err = daemon.Secret(name, os.Getenv)
 		}
 	}
+	// The signing secret is required to serve; a sweep uses it only to
+	// re-sign redeliver rows, and leaves them alone without it.
+	get("SLACK_SIGNING_SECRET", &sec.SigningSecret)
 	if signing {
-		get("SLACK_SIGNING_SECRET", &sec.SigningSecret)
 		get("SLACK_APP_TOKEN", &sec.AppToken)
 	}
 	get("SLACK_BOT_TOKEN", &sec.BotToken)
 	get("ACKD_FORWARD_SECRET", &sec.ForwardSecret)
+	get("ACKD_REDELIVER_SECRET", &sec.RedeliverSecret)
 	return sec, err
 }
 

@@ -13,11 +13,13 @@
 //
 // Limits: one process owns the listener; other processes may share the
 // database (`ackd sweep --once`). Answers that Slack needs synchronously in
-// the body beyond an ephemeral text (view_submission response_action,
-// block_suggestion options) are out of scope.
+// the body (view_submission response_action, block_suggestion options) come
+// only from a redeliver route, whose first attempt runs inline within the
+// ack budget.
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +47,10 @@ type Secrets struct {
 	BotToken      string
 	ForwardSecret string
 	AppToken      string // xapp-…, for Socket Mode
+	// RedeliverSecret signs re-delivered requests when the app verifies
+	// with another secret than ackd's (ACKD_REDELIVER_SECRET); empty means
+	// SigningSecret.
+	RedeliverSecret string
 }
 
 // Options are a Server's dependencies.
@@ -163,7 +169,7 @@ func (c Config) RoutedSkips(skip map[string]string) map[string]string {
 // EffectConfig maps configuration and secrets onto the effects'.
 func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) sweep.EffectConfig {
 	return sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
-		HTTPClient: hc, Logger: log}
+		RedeliverSecret: cmp.Or(sec.RedeliverSecret, sec.SigningSecret), HTTPClient: hc, Logger: log}
 }
 
 // Open opens the database, binds the listener and starts the background
