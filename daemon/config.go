@@ -124,9 +124,9 @@ type MetricsConfig struct {
 type Route struct {
 	Name string `toml:"name"`
 	// Match: exactly one of Event, Command, or CallbackID/ActionID.
-	Event      string   `toml:"event"`   // Events API inner event type; "*" = every event
-	Events     []string `toml:"events"`  // several event types, e.g. ["message", "app_mention"]
-	Channel    string   `toml:"channel"` // optional channel filter (event, command or interaction channel)
+	Event      string   `toml:"event"`       // Events API inner event type; "*" = every event
+	Events     []string `toml:"events"`      // several event types, e.g. ["message", "app_mention"]
+	Channel    string   `toml:"channel"`     // optional channel filter (event, command or interaction channel)
 	Command    string   `toml:"command"`     // "/deploy"; "*" = every slash command
 	CallbackID string   `toml:"callback_id"` // "*" = every interaction payload, with or without a callback_id
 	ActionID   string   `toml:"action_id"`

@@ -238,4 +238,3 @@ func TestRedeliverConfig(t *testing.T) {
 		}
 	}
 }
-
