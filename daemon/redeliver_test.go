@@ -225,6 +225,9 @@ func TestRedeliverRoutes(t *testing.T) {
 }
 
 func TestRedeliverConfig(t *testing.T) {
+	if _, err := daemon.Load("../examples/bolt/ackd.toml"); err != nil {
+		t.Errorf("examples/bolt/ackd.toml: %v", err)
+	}
 	for _, tc := range []struct{ toml, err string }{
 		{"[[route]]\nname=\"r\"\nevent=\"*\"\neffect=\"redeliver\"\n", "needs url"},
 		{"[[route]]\nname=\"r\"\ncommand=\"*\"\neffect=\"redeliver\"\nurl=\"http://127.0.0.1:1\"\n", ""},
