@@ -514,7 +514,7 @@ func pruneCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("%w (deleted before the failure: receipts=%d done=%d)", err, res.Receipts, res.Done)
 				}
-				fmt.Fprintf(g.stdout, "pruned receipts=%d done=%d\n", res.Receipts, res.Done)
+				fmt.Fprintf(g.stdout, "pruned receipts=%d done=%d requests=%d\n", res.Receipts, res.Done, res.Requests)
 				return nil
 			})
 		},

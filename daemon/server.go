@@ -479,8 +479,8 @@ func (s *Server) pruneLoop() {
 		res, err := s.store.Prune(s.ctx, s.cfg.Retention.Receipts.Duration, s.cfg.Retention.Done.Duration, 1000)
 		if err != nil && s.ctx.Err() == nil {
 			s.log.Error("prune failed", "err", err)
-		} else if res.Receipts+res.Done > 0 {
-			s.log.Info("pruned", "receipts", res.Receipts, "done_rows", res.Done)
+		} else if res.Receipts+res.Done+res.Requests > 0 {
+			s.log.Info("pruned", "receipts", res.Receipts, "done_rows", res.Done, "requests", res.Requests)
 		}
 	})
 }
