@@ -1,8 +1,10 @@
 package daemon_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/sweep"
 )
 
 // boltish is a local app that checks Slack's signature the way Bolt does
@@ -220,6 +223,61 @@ func TestRedeliverRoutes(t *testing.T) {
 		defer mu.Unlock()
 		if len(posted) != 1 || !strings.Contains(posted[0], `"text":"Deploying prod"`) {
 			t.Fatalf("response_url got %q", posted)
+		}
+	})
+}
+
+func TestRedeliverBadInput(t *testing.T) {
+	t.Parallel()
+	app := newBoltish(t, func(int, []byte) (int, string, string) { return 200, "", "" })
+	cfg := configFor(t, redeliverConfig(app.srv.URL))
+	cfg.Sweep.Interval = daemon.Duration{Duration: time.Hour} // only the sweeps this test runs
+	cfg.Sweep.Immediate = false
+	s := startServer(t, cfg, daemon.Options{})
+	log := slog.New(slog.DiscardHandler)
+
+	t.Run("a body over the cap is 413 and never reaches the outbox", func(t *testing.T) {
+		big := append([]byte("payload="), bytes.Repeat([]byte("a"), daemon.MaxBody)...)
+		if r := s.postForm("/slack/interactivity", big); r.Status != http.StatusRequestEntityTooLarge {
+			t.Fatalf("status %d, want 413", r.Status)
+		}
+		if n := s.count(`SELECT count(*) FROM slack_requests`) + s.count(`SELECT count(*) FROM outbox`); n != 0 {
+			t.Fatalf("%d rows written", n)
+		}
+	})
+
+	t.Run("a sweep without a signing secret parks the row as no_signing_secret", func(t *testing.T) {
+		if r := s.postEvent(eventBody("EvNoSecret", mention("C1", "1.1", "hi"))); r.Status != 200 {
+			t.Fatalf("status %d", r.Status)
+		}
+		sw := sweep.New(s.Store(), sweep.Effects(sweep.EffectConfig{Logger: log}), cfg.SweepConfig(), log, nil)
+		if res, err := sw.RunOnce(t.Context()); err != nil || res.Parked != 1 {
+			t.Fatalf("sweep: %v %v", res, err)
+		}
+		var lastErr string
+		if err := s.db().QueryRow(`SELECT last_error FROM outbox WHERE idempotency_key = 'EvNoSecret:events'`).Scan(&lastErr); err != nil ||
+			!strings.HasPrefix(lastErr, "no_signing_secret") {
+			t.Fatalf("last_error %q (%v)", lastErr, err)
+		}
+	})
+
+	t.Run("a stored request that cannot be read parks the row with a clear last_error", func(t *testing.T) {
+		if r := s.postEvent(eventBody("EvBadStored", mention("C1", "1.2", "hi"))); r.Status != 200 {
+			t.Fatalf("status %d", r.Status)
+		}
+		if _, err := s.db().Exec(`UPDATE slack_requests SET content_type = 'text/html' WHERE event_id = 'EvBadStored'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Sweeper().RunOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var status, lastErr string
+		if err := s.db().QueryRow(`SELECT status, last_error FROM outbox WHERE idempotency_key = 'EvBadStored:events'`).Scan(&status, &lastErr); err != nil ||
+			status != "parked" || !strings.Contains(lastErr, "bad_request") || !strings.Contains(lastErr, "text/html") {
+			t.Fatalf("row %s %q (%v)", status, lastErr, err)
+		}
+		if b, _ := app.seen(); len(b) != 0 {
+			t.Fatalf("the app got %d requests", len(b))
 		}
 	})
 }
