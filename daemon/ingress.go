@@ -373,12 +373,6 @@ const inlineLeaseMargin = time.Second
 // Slack with the app's body. Anything but a 2xx in time answers 200 empty
 // and leaves the row to the sweep.
 func (s *Server) performInline(ctx context.Context, a answer, key, token string, leaseEnd time.Time, req *store.Request) answer {
-	deadline, _ := ctx.Deadline()
-	left := time.Until(deadline)
-	if left < minInlineAttempt {
-		a.reason = "no time left in the ack budget for the inline attempt; left to the sweep"
-		return a
-	}
 	row, err := s.store.GetByKey(ctx, key)
 	if err != nil || row.ClaimToken != token {
 		a.reason = "inline attempt could not read its row; left to the sweep"
@@ -386,6 +380,12 @@ func (s *Server) performInline(ctx context.Context, a answer, key, token string,
 		return a
 	}
 	row.Request = req
+	deadline, _ := ctx.Deadline()
+	left := time.Until(deadline)
+	if left < minInlineAttempt {
+		a.reason = "no time left in the ack budget for the inline attempt; left to the sweep"
+		return a
+	}
 	// The server's context, not the request's: a client that goes away
 	// must not leave the attempt half recorded (the budget still bounds it).
 	att, err := s.sweeper.PerformClaimed(s.ctx, token, leaseEnd, row, left)
