@@ -417,7 +417,9 @@ func runBolt(t *testing.T, modules, receiver string) {
 			"view": map[string]any{"id": view, "type": "modal", "callback_id": "form", "hash": "1.h",
 				"state": map[string]any{"values": map[string]any{}}},
 		})
+		start := time.Now()
 		st, ans, ctype := slackSend(t, ix, "application/x-www-form-urlencoded", body, time.Now().Unix(), nil)
+		t.Logf("figure: view_submission answered by ackd with Bolt's reply in %s (a figure, not an assertion)", time.Since(start).Round(time.Millisecond))
 		if st != 200 || !strings.Contains(ans, `"response_action":"errors"`) || !strings.Contains(ans, "no service "+view) ||
 			!strings.HasPrefix(ctype, "application/json") {
 			t.Fatalf("ackd answered %d %q (%s), want the app's errors", st, ans, ctype)
@@ -431,7 +433,9 @@ func runBolt(t *testing.T, modules, receiver string) {
 				"team": map[string]any{"id": "T0E2E"}, "user": map[string]any{"id": "U0HUMAN"}, "api_app_id": "A0E2E",
 				"view": map[string]any{"id": "V0PICK", "type": "modal", "callback_id": "picker", "hash": "1.h"},
 			})
+			start := time.Now()
 			st, ans, _ := slackSend(t, ix, "application/x-www-form-urlencoded", body, time.Now().Unix(), nil)
+			t.Logf("figure: block_suggestion %q answered with Bolt's options in %s", v, time.Since(start).Round(time.Millisecond))
 			if st != 200 || !strings.Contains(ans, `"options"`) || !strings.Contains(ans, "opt-"+v+receiver) {
 				t.Fatalf("keystroke %q: ackd answered %d %q, want the app's options", v, st, ans)
 			}
