@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -94,7 +95,7 @@ func (e *effects) redeliver(ctx context.Context, job Job) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, Classify(err)
 	}
-	if f := classifyRedeliver(resp.StatusCode, body); f != nil {
+	if f := classifyRedeliver(resp.StatusCode, resp.Header.Get("Location"), body); f != nil {
 		return Outcome{}, f
 	}
 
@@ -133,7 +134,7 @@ func (e *effects) redeliver(ctx context.Context, job Job) (Outcome, error) {
 //	408, 429     a proxy in front of the app                       retry (429 at Retry-After)
 //	other 4xx    the app could not parse it                        park
 //	5xx          a listener threw, or the app is down              retry
-func classifyRedeliver(status int, body []byte) *Failure {
+func classifyRedeliver(status int, location string, body []byte) *Failure {
 	msg := fmt.Errorf("HTTP %d %s", status, snippet(body))
 	switch {
 	case status >= 200 && status <= 299:
@@ -146,7 +147,7 @@ func classifyRedeliver(status int, body []byte) *Failure {
 			Err: fmt.Errorf("%w: no listener acked in time (raise the app's unhandledRequestTimeoutMillis), or the url's path is wrong; not retried because the listener may have run", msg)}
 	case status >= 300 && status <= 399:
 		return &Failure{Class: Permanent, Code: "http_" + strconv.Itoa(status),
-			Err: fmt.Errorf("%w: redirects are not followed; point the route's url at the app itself", msg)}
+			Err: fmt.Errorf("%w: redirect to %s is not followed; point the route's url at the app itself", msg, cmp.Or(location, "(no Location header)"))}
 	default:
 		return statusFailure(status, DefaultRetryAfter, msg)
 	}
