@@ -234,7 +234,8 @@ func sweepCmd(g *globals) *cobra.Command {
 			"while the daemon runs (claims are disjoint). Effect failures are recorded on their rows.\n\n" +
 			"Rows whose effect needs a credential this process lacks are left alone (not claimed, or\n" +
 			"given back untouched): the Web API effects (post, react, update) need SLACK_BOT_TOKEN,\n" +
-			"and a forward recorded by a daemon that signs needs ACKD_FORWARD_SECRET. stderr names\n" +
+			"a forward recorded by a daemon that signs needs ACKD_FORWARD_SECRET, and redeliver needs\n" +
+			"SLACK_SIGNING_SECRET (or ACKD_REDELIVER_SECRET). stderr names\n" +
 			"what was left. Exit status is non-zero when the database failed, or when the sweep\n" +
 			"performed nothing while rows are pending and a credential was missing.",
 		Args: cobra.NoArgs,

@@ -142,7 +142,7 @@ func TestRedeliverRoutes(t *testing.T) {
 		if r.Status != 200 || r.Body != answer || r.Header.Get("Content-Type") != "application/json" {
 			t.Fatalf("answer %d %q (%s), want the app's", r.Status, r.Body, r.Header.Get("Content-Type"))
 		}
-		if n := s.count(`SELECT count(*) FROM outbox WHERE status = 'done' AND attempts = 0`); n != 1 {
+		if n := s.count(`SELECT count(*) FROM outbox WHERE status = 'done' AND attempts = 1`); n != 1 {
 			t.Fatalf("done rows = %d, want the inline attempt's row done", n)
 		}
 		// A duplicate answers empty and re-delivers nothing.
@@ -246,10 +246,23 @@ func TestRedeliverBadInput(t *testing.T) {
 		}
 	})
 
-	t.Run("a sweep without a signing secret parks the row as no_signing_secret", func(t *testing.T) {
+	t.Run("a sweep without a signing secret leaves redeliver rows unclaimed", func(t *testing.T) {
 		if r := s.postEvent(eventBody("EvNoSecret", mention("C1", "1.1", "hi"))); r.Status != 200 {
 			t.Fatalf("status %d", r.Status)
 		}
+		ec := sweep.EffectConfig{Logger: log}
+		sc := cfg.SweepConfig()
+		sc.Skip = ec.Unavailable()
+		sw := sweep.New(s.Store(), sweep.Effects(ec), sc, log, nil)
+		if res, err := sw.RunOnce(t.Context()); err != nil || res.Claimed != 0 {
+			t.Fatalf("sweep: %v %v, want nothing claimed", res, err)
+		}
+		if n := s.count(`SELECT count(*) FROM outbox WHERE idempotency_key = 'EvNoSecret:events' AND status = 'pending' AND attempts = 0`); n != 1 {
+			t.Fatal("the row was touched")
+		}
+	})
+
+	t.Run("a performer without a signing secret parks the row as no_signing_secret (defence in depth)", func(t *testing.T) {
 		sw := sweep.New(s.Store(), sweep.Effects(sweep.EffectConfig{Logger: log}), cfg.SweepConfig(), log, nil)
 		if res, err := sw.RunOnce(t.Context()); err != nil || res.Parked != 1 {
 			t.Fatalf("sweep: %v %v", res, err)
