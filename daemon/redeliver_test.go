@@ -299,6 +299,15 @@ func TestRedeliverConfig(t *testing.T) {
 	if _, err := daemon.Load("../examples/bolt/ackd.toml"); err != nil {
 		t.Errorf("examples/bolt/ackd.toml: %v", err)
 	}
+	// Socket Mode without a signing secret: a redeliver route could never be performed.
+	cfg := configFor(t, "[socket_mode]\nenabled = true\n"+redeliverConfig("http://127.0.0.1:1"))
+	_, err := daemon.New(cfg, daemon.Options{Secrets: daemon.Secrets{AppToken: "xapp-1-test"}})
+	if err == nil || !strings.Contains(err.Error(), "ACKD_REDELIVER_SECRET") {
+		t.Errorf("no signing secret with a redeliver route: err = %v", err)
+	}
+	if _, err := daemon.New(cfg, daemon.Options{Secrets: daemon.Secrets{AppToken: "xapp-1-test", RedeliverSecret: "s"}}); err != nil {
+		t.Errorf("with ACKD_REDELIVER_SECRET: %v", err)
+	}
 	for _, tc := range []struct{ toml, err string }{
 		{"[[route]]\nname=\"r\"\nevent=\"*\"\neffect=\"redeliver\"\n", "needs url"},
 		{"[[route]]\nname=\"r\"\ncommand=\"*\"\neffect=\"redeliver\"\nurl=\"http://127.0.0.1:1\"\n", ""},

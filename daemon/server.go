@@ -112,6 +112,15 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if opts.Secrets.SigningSecret == "" && !cfg.Socket.Enabled {
 		return nil, errors.New("no Slack signing secret: set SLACK_SIGNING_SECRET or SLACK_SIGNING_SECRET_FILE (or enable [socket_mode] with SLACK_APP_TOKEN)")
 	}
+	if opts.Secrets.SigningSecret == "" && opts.Secrets.RedeliverSecret == "" {
+		// The app behind a redeliver route checks Slack's signature, so
+		// its rows could never be performed: refuse rather than pile them up.
+		for _, r := range cfg.Routes {
+			if r.Effect == "redeliver" {
+				return nil, fmt.Errorf("route %q: effect redeliver signs each request for the app: set SLACK_SIGNING_SECRET or ACKD_REDELIVER_SECRET (or …_FILE)", r.Name)
+			}
+		}
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
