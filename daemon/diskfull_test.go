@@ -62,10 +62,16 @@ func TestFullDiskOverHTTP(t *testing.T) {
 	}
 	defer hold.Close()
 
-	const bursts, size = 12, 200
-	full, mixed, acked := 0, 0, 0
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: size}}
-	for b := range bursts {
+	// How much of a burst a freed gap takes depends on what the WAL file
+	// already holds (it is reused, not regrown, after a checkpoint), so the
+	// loop goes on until enough bursts crossed the boundary part way, and a
+	// burst that fit whole makes the next one larger.
+	const minBursts, maxBursts, maxSize = 12, 40, 800
+	size := 200
+	bursts, full, mixed, acked := 0, 0, 0, 0
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: maxSize}}
+	for b := 0; b < maxBursts && (b < minBursts || full < minBursts/3 || mixed < minBursts/6); b++ {
+		bursts++
 		held := b%2 == 0
 		if held {
 			if _, err := hold.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
@@ -107,9 +113,11 @@ func TestFullDiskOverHTTP(t *testing.T) {
 				if have != 3 {
 					t.Errorf("%s was answered 200 but the file has %d of its 3 rows", id, have)
 				}
-			case http.StatusInternalServerError:
+			case http.StatusInternalServerError, http.StatusRequestTimeout, http.StatusServiceUnavailable:
+				// 500: not durable; 408/503: a loaded machine let the body
+				// budget or its read deadline refuse it. Slack retries each.
 				if have != 0 {
-					t.Errorf("%s was answered 500 but the file has %d of its 3 rows", id, have)
+					t.Errorf("%s was answered %d but the file has %d of its 3 rows", id, st, have)
 				}
 			default:
 				t.Errorf("%s was answered %d", id, st)
@@ -120,6 +128,8 @@ func TestFullDiskOverHTTP(t *testing.T) {
 			if ok > 0 {
 				mixed++
 			}
+		} else {
+			size = min(2*size, maxSize)
 		}
 		acked += ok
 		mustIntegrityOK(t, db)
@@ -142,8 +152,8 @@ func TestFullDiskOverHTTP(t *testing.T) {
 			t.Fatalf("burst %d: stopping", b)
 		}
 	}
-	t.Logf("%d bursts of %d events: %d filled the disk (%d of them part way), %d acked", bursts, size, full, mixed, acked)
-	if full < bursts/3 || mixed < bursts/6 || acked == 0 {
+	t.Logf("%d bursts: %d filled the disk (%d of them part way), %d acked", bursts, full, mixed, acked)
+	if full < minBursts/3 || mixed < minBursts/6 || acked == 0 {
 		t.Fatal("too few bursts filled the disk part way: the test is not testing the full boundary")
 	}
 	// What the operator sees: a 500 logged with the cause, and counted.
