@@ -181,12 +181,15 @@ func secrets(signing bool) (daemon.Secrets, error) {
 			*dst, err = daemon.Secret(name, os.Getenv)
 		}
 	}
+	// The signing secret is required to serve; a sweep uses it only to
+	// re-sign redeliver rows, and leaves them alone without it.
+	get("SLACK_SIGNING_SECRET", &sec.SigningSecret)
 	if signing {
-		get("SLACK_SIGNING_SECRET", &sec.SigningSecret)
 		get("SLACK_APP_TOKEN", &sec.AppToken)
 	}
 	get("SLACK_BOT_TOKEN", &sec.BotToken)
 	get("ACKD_FORWARD_SECRET", &sec.ForwardSecret)
+	get("ACKD_REDELIVER_SECRET", &sec.RedeliverSecret)
 	return sec, err
 }
 
@@ -240,7 +243,8 @@ func sweepCmd(g *globals) *cobra.Command {
 			"while the daemon runs (claims are disjoint). Effect failures are recorded on their rows.\n\n" +
 			"Rows whose effect needs a credential this process lacks are left alone (not claimed, or\n" +
 			"given back untouched): the Web API effects (post, react, update) need SLACK_BOT_TOKEN,\n" +
-			"and a forward recorded by a daemon that signs needs ACKD_FORWARD_SECRET. stderr names\n" +
+			"a forward recorded by a daemon that signs needs ACKD_FORWARD_SECRET, and redeliver needs\n" +
+			"SLACK_SIGNING_SECRET (or ACKD_REDELIVER_SECRET). stderr names\n" +
 			"what was left. Exit status is non-zero when the database failed, or when the sweep\n" +
 			"performed nothing while rows are pending and a credential was missing.",
 		Args: cobra.NoArgs,
@@ -520,7 +524,7 @@ func pruneCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("%w (deleted before the failure: receipts=%d done=%d)", err, res.Receipts, res.Done)
 				}
-				fmt.Fprintf(g.stdout, "pruned receipts=%d done=%d\n", res.Receipts, res.Done)
+				fmt.Fprintf(g.stdout, "pruned receipts=%d done=%d requests=%d\n", res.Receipts, res.Done, res.Requests)
 				return nil
 			})
 		},

@@ -124,11 +124,11 @@ type MetricsConfig struct {
 type Route struct {
 	Name string `toml:"name"`
 	// Match: exactly one of Event, Command, or CallbackID/ActionID.
-	Event      string   `toml:"event"`   // Events API inner event type; "*" = every event
-	Events     []string `toml:"events"`  // several event types, e.g. ["message", "app_mention"]
-	Channel    string   `toml:"channel"` // optional channel filter (event, command or interaction channel)
-	Command    string   `toml:"command"`
-	CallbackID string   `toml:"callback_id"`
+	Event      string   `toml:"event"`       // Events API inner event type; "*" = every event
+	Events     []string `toml:"events"`      // several event types, e.g. ["message", "app_mention"]
+	Channel    string   `toml:"channel"`     // optional channel filter (event, command or interaction channel)
+	Command    string   `toml:"command"`     // "/deploy"; "*" = every slash command
+	CallbackID string   `toml:"callback_id"` // "*" = every interaction payload, with or without a callback_id
 	ActionID   string   `toml:"action_id"`
 	Key        string   `toml:"key"` // "event" (default) or "message"
 
@@ -163,7 +163,7 @@ func (r *Route) source() string {
 }
 
 // Effects ackd can perform.
-var knownEffects = []string{"forward", "post", "react", "update", "respond", "log"}
+var knownEffects = []string{"forward", "post", "react", "update", "respond", "log", "redeliver"}
 
 // DefaultRouteName is the built-in dry-run route.
 const DefaultRouteName = "log-every-event"
@@ -364,7 +364,7 @@ func (c *Config) Validate() error {
 			set     bool
 			effects []string
 		}{
-			"url":              {r.URL != "", []string{"forward"}},
+			"url":              {r.URL != "", []string{"forward", "redeliver"}},
 			"reaction":         {r.Reaction != "", []string{"react"}},
 			"thread":           {r.Thread, []string{"post"}},
 			"ts":               {r.TS != "", []string{"update"}},
@@ -378,8 +378,8 @@ func (c *Config) Validate() error {
 				bad("%s: %s is not used by effect %s (only by %s)", where, key, r.Effect, strings.Join(use.effects, ", "))
 			}
 		}
-		if r.Command != "" && !strings.HasPrefix(r.Command, "/") {
-			bad("%s: command %q must start with /", where, r.Command)
+		if r.Command != "" && r.Command != "*" && !strings.HasPrefix(r.Command, "/") {
+			bad("%s: command %q must start with / (or be \"*\" for every command)", where, r.Command)
 		}
 		switch r.Key {
 		case "", "event":
@@ -405,9 +405,9 @@ func (c *Config) Validate() error {
 				where, r.Timeout.Duration, c.Sweep.Lease.Duration)
 		}
 		switch r.Effect {
-		case "forward":
+		case "forward", "redeliver":
 			if r.URL == "" {
-				bad("%s: effect forward needs url", where)
+				bad("%s: effect %s needs url", where, r.Effect)
 			}
 		case "react":
 			if r.Reaction == "" {

@@ -304,6 +304,12 @@ func ParseInteraction(body []byte) (Interaction, error) {
 			ix.ActionTS = a.ActionTS
 		}
 	}
+	if p.Type == "block_suggestion" && len(p.Actions) == 0 {
+		// An external select's keystroke names its element at top level:
+		// it is the action, so action_id routes match it and templates see
+		// its .ActionID and .Value.
+		ix.Actions = []Action{{ActionID: p.ActionID, BlockID: p.BlockID, Value: p.Value}}
+	}
 	return ix, nil
 }
 
@@ -339,7 +345,7 @@ func (ix Interaction) OperationID() string {
 // Value are those of the action that matched the route (or the first).
 func (ix Interaction) Facts(opID string, a Action) sweep.Facts {
 	return sweep.Facts{
-		EventID: opID, Team: ix.TeamID, User: ix.UserID, Channel: ix.ChannelID, TS: ix.MessageTS,
+		EventID: opID, Type: ix.Type, Team: ix.TeamID, User: ix.UserID, Channel: ix.ChannelID, TS: ix.MessageTS,
 		ThreadTS: ix.ThreadTS, CallbackID: ix.CallbackID, ActionID: a.ActionID, Value: a.Value,
 		TriggerID: ix.TriggerID, ResponseURL: ix.ResponseURL,
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -246,7 +247,8 @@ func (s *Server) handleEvents(ctx context.Context, req request) answer {
 			a.outcome, a.reason = outcomeIgnored, ignored
 			return a
 		}
-		return s.record(ctx, a, store.Intent{EventID: env.EventID, EventType: env.Inner.Type, Rows: rows})
+		in := withRequest(store.Intent{EventID: env.EventID, EventType: env.Inner.Type, Rows: rows}, sweep.ContentTypeJSON, req.body)
+		return s.record(ctx, a, in)
 	case "app_rate_limited":
 		// Slack is dropping our events for a minute: worth an operator's look,
 		// but the answer is still 200.
@@ -296,7 +298,7 @@ func (s *Server) handleCommand(ctx context.Context, req request) answer {
 		}
 	}
 	if a.err == nil {
-		a = s.record(ctx, a, in)
+		a = s.record(ctx, a, withRequest(in, sweep.ContentTypeForm, req.body))
 	}
 	if a.outcome == outcomeFailed {
 		// Slack never retries a slash command, so a 500 gains nothing: tell
@@ -317,6 +319,12 @@ func (s *Server) handleInteraction(ctx context.Context, req request) answer {
 		return answer{status: http.StatusBadRequest, outcome: outcomeRejected, reason: err.Error()}
 	}
 	opID := ix.OperationID()
+	if ix.Type == sweep.TypeBlockSuggestion {
+		// Every keystroke in an external select is its own request, and
+		// Slack never retries one: the same text typed again must get its
+		// options again, not a duplicate's empty answer.
+		opID += ":" + sweep.NewToken()[:12]
+	}
 	a := answer{id: opID, typ: ix.Type}
 	routes, actions := s.cfg.interactionRoutes(ix)
 	if len(routes) == 0 {
@@ -324,6 +332,7 @@ func (s *Server) handleInteraction(ctx context.Context, req request) answer {
 		return a
 	}
 	in := store.Intent{EventID: opID, EventType: "interaction " + ix.Type}
+	inline := -1 // the row whose first attempt runs before the answer
 	for i, r := range routes {
 		row, err := r.row(opID+":"+r.Name, sweep.SourceInteraction, ix.Facts(opID, actions[i]), ix.Raw)
 		if err != nil {
@@ -331,8 +340,71 @@ func (s *Server) handleInteraction(ctx context.Context, req request) answer {
 			return a
 		}
 		in.Rows = append(in.Rows, row)
+		if inline < 0 && r.Effect == "redeliver" && sweep.Synchronous(ix.Type) {
+			inline = len(in.Rows) - 1
+		}
 	}
-	// An empty 200 closes a view_submission's modal; a 500 shows the user
-	// that the action failed.
-	return s.record(ctx, a, in)
+	in = withRequest(in, sweep.ContentTypeForm, req.body)
+	if inline < 0 {
+		// An empty 200 closes a view_submission's modal; a 500 shows the
+		// user that the action failed.
+		return s.record(ctx, a, in)
+	}
+	// The app's answer must be ackd's answer, so its first attempt runs
+	// now. The row is written already claimed by this attempt, so no sweep
+	// can take it first; the lease ends just after the ack budget, so if
+	// the app is late the sweep retries it soon, and never while this
+	// attempt can still be running.
+	token := sweep.NewToken()
+	lease := s.cfg.Ack.Budget.Duration + inlineLeaseMargin
+	in.Rows[inline].ClaimToken, in.Rows[inline].ClaimLease = token, lease
+	key := in.Rows[inline].Key
+	leaseEnd := s.store.Now().Round(0).Add(lease) // never later than the expiry the store stamps
+	a = s.record(ctx, a, in)
+	if a.outcome != outcomeFirst {
+		return a
+	}
+	return s.performInline(ctx, a, key, token, leaseEnd, in.Request)
 }
+
+// inlineLeaseMargin is how long past the ack budget an inline attempt's
+// lease lasts: room to record its result before a sweep may take the row.
+const inlineLeaseMargin = time.Second
+
+// performInline runs the first attempt of a synchronous interaction's
+// redeliver row, bounded by what is left of the ack budget, and answers
+// Slack with the app's body. Anything but a 2xx in time answers 200 empty
+// and leaves the row to the sweep.
+func (s *Server) performInline(ctx context.Context, a answer, key, token string, leaseEnd time.Time, req *store.Request) answer {
+	row, err := s.store.GetByKey(ctx, key)
+	if err != nil || row.ClaimToken != token {
+		a.reason = "inline attempt could not read its row; left to the sweep"
+		a.err = err
+		return a
+	}
+	row.Request = req
+	deadline, _ := ctx.Deadline()
+	left := time.Until(deadline)
+	if left < minInlineAttempt {
+		a.reason = "no time left in the ack budget for the inline attempt; left to the sweep"
+		return a
+	}
+	// The server's context, not the request's: a client that goes away
+	// must not leave the attempt half recorded (the budget still bounds it).
+	att, err := s.sweeper.PerformClaimed(s.ctx, token, leaseEnd, row, left)
+	switch {
+	case err != nil:
+		a.err = err
+		a.reason = "inline attempt not recorded; the row is retried after its lease"
+	case att.Outcome != sweep.OutcomeDone:
+		a.reason = "inline attempt " + att.Outcome + "; the app's answer did not come in time, the row is left to the sweep"
+	case len(att.Reply) > 0:
+		a.body, a.ctype = att.Reply, cmp.Or(att.ReplyType, "application/json")
+		a.reason = "answered with the app's reply"
+	}
+	return a
+}
+
+// minInlineAttempt: with less of the budget left, an inline attempt is not
+// started (the app could not answer in time anyway).
+const minInlineAttempt = 50 * time.Millisecond

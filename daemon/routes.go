@@ -77,7 +77,7 @@ func (c *Config) commandRoutes(cmd, channel string) []*Route {
 	var out []*Route
 	for i := range c.Routes {
 		r := &c.Routes[i]
-		if r.Command == cmd && (r.Channel == "" || r.Channel == channel) {
+		if r.Command != "" && (r.Command == "*" || r.Command == cmd) && (r.Channel == "" || r.Channel == channel) {
 			out = append(out, r)
 		}
 	}
@@ -95,7 +95,7 @@ func (c *Config) interactionRoutes(ix Interaction) ([]*Route, []Action) {
 		if r.CallbackID == "" && r.ActionID == "" {
 			continue
 		}
-		if (r.CallbackID != "" && r.CallbackID != ix.CallbackID) || (r.Channel != "" && r.Channel != ix.ChannelID) {
+		if (r.CallbackID != "" && r.CallbackID != "*" && r.CallbackID != ix.CallbackID) || (r.Channel != "" && r.Channel != ix.ChannelID) {
 			continue
 		}
 		var matched Action
@@ -115,8 +115,14 @@ func (c *Config) interactionRoutes(ix Interaction) ([]*Route, []Action) {
 	return routes, actions
 }
 
-// row builds the outbox row a route makes for one request.
+// row builds the outbox row a route makes for one request. A redeliver row
+// carries no copy of the request: it names the one stored with the intent
+// (store.Intent.Request, keyed by facts.EventID).
 func (r *Route) row(key, source string, facts sweep.Facts, raw []byte) (store.NewRow, error) {
+	reqID := ""
+	if r.Effect == "redeliver" {
+		reqID, raw = facts.EventID, nil
+	}
 	p := sweep.Payload{
 		Route:     r.Name,
 		Source:    source,
@@ -126,7 +132,9 @@ func (r *Route) row(key, source string, facts sweep.Facts, raw []byte) (store.Ne
 			URL: r.URL, Signed: r.signed, ResponseType: r.ResponseType, ReplaceOriginal: r.ReplaceOriginal,
 		},
 		Facts: facts,
-		Raw:   json.RawMessage(raw),
+	}
+	if raw != nil {
+		p.Raw = json.RawMessage(raw)
 	}
 	if r.Blocks != "" {
 		p.Params.Blocks = json.RawMessage(r.Blocks)
@@ -135,7 +143,16 @@ func (r *Route) row(key, source string, facts sweep.Facts, raw []byte) (store.Ne
 	if err != nil {
 		return store.NewRow{}, err
 	}
-	return store.NewRow{Key: key, Effect: r.Effect, Payload: s}, nil
+	return store.NewRow{Key: key, Effect: r.Effect, Payload: s, RequestID: reqID}, nil
+}
+
+// withRequest adds Slack's exact bytes to an intent when one of its rows
+// is performed from them; it is stored once, whatever the number of rows.
+func withRequest(in store.Intent, contentType string, body []byte) store.Intent {
+	if slices.ContainsFunc(in.Rows, func(r store.NewRow) bool { return r.RequestID != "" }) {
+		in.Request = &store.Request{ContentType: contentType, Body: body}
+	}
+	return in
 }
 
 // ackText renders the route's ack_text over the command's facts. It runs

@@ -13,11 +13,13 @@
 //
 // Limits: one process owns the listener; other processes may share the
 // database (`ackd sweep --once`). Answers that Slack needs synchronously in
-// the body beyond an ephemeral text (view_submission response_action,
-// block_suggestion options) are out of scope.
+// the body (view_submission response_action, block_suggestion options) come
+// only from a redeliver route, whose first attempt runs inline within the
+// ack budget.
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +47,10 @@ type Secrets struct {
 	BotToken      string
 	ForwardSecret string
 	AppToken      string // xapp-…, for Socket Mode
+	// RedeliverSecret signs re-delivered requests when the app verifies
+	// with another secret than ackd's (ACKD_REDELIVER_SECRET); empty means
+	// SigningSecret.
+	RedeliverSecret string
 }
 
 // Options are a Server's dependencies.
@@ -106,6 +112,15 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if opts.Secrets.SigningSecret == "" && !cfg.Socket.Enabled {
 		return nil, errors.New("no Slack signing secret: set SLACK_SIGNING_SECRET or SLACK_SIGNING_SECRET_FILE (or enable [socket_mode] with SLACK_APP_TOKEN)")
 	}
+	if opts.Secrets.SigningSecret == "" && opts.Secrets.RedeliverSecret == "" {
+		// The app behind a redeliver route checks Slack's signature, so
+		// its rows could never be performed: refuse rather than pile them up.
+		for _, r := range cfg.Routes {
+			if r.Effect == "redeliver" {
+				return nil, fmt.Errorf("route %q: effect redeliver signs each request for the app: set SLACK_SIGNING_SECRET or ACKD_REDELIVER_SECRET (or …_FILE)", r.Name)
+			}
+		}
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -163,7 +178,7 @@ func (c Config) RoutedSkips(skip map[string]string) map[string]string {
 // EffectConfig maps configuration and secrets onto the effects'.
 func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) sweep.EffectConfig {
 	return sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
-		HTTPClient: hc, Logger: log}
+		RedeliverSecret: cmp.Or(sec.RedeliverSecret, sec.SigningSecret), HTTPClient: hc, Logger: log}
 }
 
 // Open opens the database, binds the listener and starts the background
@@ -473,8 +488,8 @@ func (s *Server) pruneLoop() {
 		res, err := s.store.Prune(s.ctx, s.cfg.Retention.Receipts.Duration, s.cfg.Retention.Done.Duration, 1000)
 		if err != nil && s.ctx.Err() == nil {
 			s.log.Error("prune failed", "err", err)
-		} else if res.Receipts+res.Done > 0 {
-			s.log.Info("pruned", "receipts", res.Receipts, "done_rows", res.Done)
+		} else if res.Receipts+res.Done+res.Requests > 0 {
+			s.log.Info("pruned", "receipts", res.Receipts, "done_rows", res.Done, "requests", res.Requests)
 		}
 	})
 }

@@ -27,6 +27,21 @@ type Row struct {
 	Result         string
 	CreatedAt      time.Time
 	CompletedAt    time.Time // zero until done
+	// RequestID names the stored Slack request the row is performed from
+	// (an Intent's EventID), or is empty. Request is that request's bytes:
+	// Claim fills it in (in the claim's own transaction); it is nil when
+	// the row names none, when the request is gone, and on rows read by
+	// Get, GetByKey and List.
+	RequestID string
+	Request   *Request
+}
+
+// Request is Slack's request exactly as it arrived: the content type Slack
+// sent and the body bytes, never re-encoded. One is stored per accepted
+// request, however many rows use it.
+type Request struct {
+	ContentType string
+	Body        []byte
 }
 
 // NewRow is an outbox row to enqueue. Enqueueing is idempotent by Key.
@@ -34,6 +49,16 @@ type NewRow struct {
 	Key     string
 	Effect  string
 	Payload string // JSON written by ackd (sweep.Payload); the sweep parks a row it cannot decode
+	// RequestID, when set, names the stored request the row is performed
+	// from (its Intent's EventID; the Intent must carry Request).
+	RequestID string
+	// ClaimToken, when set, writes the row already leased to this token
+	// until the store's now + ClaimLease: the inline attempt of a
+	// synchronous answer owns the row before any sweep can see it. A row
+	// that already existed (a redelivery) is not touched. Only
+	// RecordIntent honours it.
+	ClaimToken string
+	ClaimLease time.Duration
 }
 
 // Intent is what an accepted Slack request commits before it is acked: one
@@ -43,6 +68,10 @@ type Intent struct {
 	EventID   string
 	EventType string
 	Rows      []NewRow
+	// Request, when set, is stored once under EventID in the same
+	// transaction (a redelivery stores nothing new), for the rows whose
+	// RequestID names it.
+	Request *Request
 }
 
 // FailKind says how Fail reschedules a row.
@@ -66,6 +95,7 @@ type FailResult struct {
 type PruneResult struct {
 	Receipts int64
 	Done     int64
+	Requests int64 // stored Slack requests no row needs any more
 }
 
 // Queue is the cheap view of the outbox used by metrics, health and

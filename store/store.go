@@ -43,8 +43,9 @@ import (
 // Store is what ackd needs from a database. Implementations are safe for
 // concurrent use.
 type Store interface {
-	// RecordIntent commits in.EventID's receipt and in.Rows in one
-	// transaction and reports whether this call was the first delivery. It
+	// RecordIntent commits in.EventID's receipt, in.Request (if any) and
+	// in.Rows in one transaction and reports whether this call was the
+	// first delivery. Rows with a ClaimToken are inserted already leased. It
 	// returns only after the commit (or its failure). If ctx ends before the
 	// intent reached a transaction, nothing is ever written.
 	RecordIntent(ctx context.Context, in Intent) (first bool, err error)
@@ -52,8 +53,9 @@ type Store interface {
 	// Claim leases up to limit due, free rows (and the rows token already
 	// holds) to token until now+lease, in one statement, and returns every
 	// row token holds, in id order. A non-nil filter restricts the claim to
-	// rows whose effect it accepts (see ClaimFilter).
-	//
+	// rows whose effect it accepts (see ClaimFilter). Rows that name a
+	// stored request come back with Row.Request filled in, read in the same
+	// transaction as the claim (RETURNING cannot join).
 	//
 	// Times from the future: a lease ending more than 2·lease from now, or a
 	// due time more than lease + BackoffMax from now, cannot have been set by
@@ -83,7 +85,9 @@ type Store interface {
 
 	// Prune deletes receipts older than receipts and done rows completed
 	// more than done ago, in bounded batches. Pending and parked rows are
-	// never pruned.
+	// never pruned. A stored request (Intent.Request) is deleted once it is
+	// older than receipts AND no pending or parked row names it: a row that
+	// waits (or is parked for an operator) keeps the bytes it needs.
 	Prune(ctx context.Context, receipts, done time.Duration, batch int) (PruneResult, error)
 
 	Queue(ctx context.Context) (Queue, error)

@@ -11,6 +11,9 @@ import (
 const (
 	CredBotToken      = "SLACK_BOT_TOKEN"
 	CredForwardSecret = "ACKD_FORWARD_SECRET"
+	// CredSigningSecret signs redeliver requests; ACKD_REDELIVER_SECRET
+	// overrides it for an app that verifies with another secret.
+	CredSigningSecret = "SLACK_SIGNING_SECRET"
 )
 
 // webAPIEffects call the Slack Web API and need a bot token.
@@ -18,8 +21,9 @@ var webAPIEffects = []string{"post", "react", "update"}
 
 // Unavailable names the effects this configuration cannot perform at all,
 // each with the reason: a process without SLACK_BOT_TOKEN cannot perform the
-// Web API effects. A sweep must not claim such rows (it would only park
-// them); it leaves them to a process that has the credential.
+// Web API effects, nor one without a signing secret (SLACK_SIGNING_SECRET or
+// ACKD_REDELIVER_SECRET) redeliver. A sweep must not claim such rows (it
+// would only park them); it leaves them to a process that has the credential.
 //
 // forward is never unavailable as a whole: a row recorded by a daemon that
 // signs forwards (Params.Signed) needs ACKD_FORWARD_SECRET, and a sweep
@@ -31,6 +35,9 @@ func (cfg EffectConfig) Unavailable() map[string]string {
 		for _, e := range webAPIEffects {
 			out[e] = CredBotToken + " is not set"
 		}
+	}
+	if cfg.RedeliverSecret == "" {
+		out["redeliver"] = "neither " + CredSigningSecret + " nor ACKD_REDELIVER_SECRET is set"
 	}
 	return out
 }

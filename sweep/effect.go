@@ -22,6 +22,11 @@ type Job struct {
 type Outcome struct {
 	Result    string
 	FollowUps []store.NewRow
+	// Reply and ReplyType are the target's answer body and content type
+	// (redeliver), for an inline attempt whose caller answers Slack with
+	// them. They are not stored.
+	Reply     []byte
+	ReplyType string
 }
 
 // Performer performs one effect kind. It must honour ctx (the effect's

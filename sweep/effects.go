@@ -14,16 +14,20 @@ import (
 
 // EffectConfig is what the effect performers need from the daemon.
 type EffectConfig struct {
-	BotToken      string       // xoxb-…; empty: post, react and update park with no_bot_token
-	APIURL        string       // Web API base; empty means Slack's. A trailing slash is added.
-	ForwardSecret string       // signs forward requests; empty sends no X-Ackd-Signature
-	HTTPClient    *http.Client // shared by every effect; nil means a plain client (the job's ctx is the deadline); redirects are never followed, even by a client given here
-	Logger        *slog.Logger // performers log only at Debug; nil discards
-	Now           func() time.Time
+	BotToken      string // xoxb-…; empty: post, react and update park with no_bot_token
+	APIURL        string // Web API base; empty means Slack's. A trailing slash is added.
+	ForwardSecret string // signs forward requests; empty sends no X-Ackd-Signature
+	// RedeliverSecret signs re-delivered Slack requests as Slack would:
+	// the app's signing secret (ACKD_REDELIVER_SECRET, else
+	// SLACK_SIGNING_SECRET). Empty: redeliver rows park with no_signing_secret.
+	RedeliverSecret string
+	HTTPClient      *http.Client // shared by every effect; nil means a plain client (the job's ctx is the deadline); redirects are never followed, even by a client given here
+	Logger          *slog.Logger // performers log only at Debug; nil discards
+	Now             func() time.Time
 }
 
 // Effects returns the performers for every effect a route can name: log,
-// post, react, update, forward and respond. They share one Slack client with
+// post, react, update, forward, respond and redeliver. They share one Slack client with
 // slack-go's own retries off: a failed attempt goes back to the outbox, which
 // reschedules it, rather than sleeping inside the call.
 func Effects(cfg EffectConfig) Registry {
@@ -46,12 +50,13 @@ func Effects(cfg EffectConfig) Registry {
 		e.api = slack.New(cfg.BotToken, slack.OptionAPIURL(apiURL), slack.OptionHTTPClient(cfg.HTTPClient))
 	}
 	return Registry{
-		"log":     LogEffect(cfg.Logger),
-		"post":    PerformerFunc(e.post),
-		"react":   PerformerFunc(e.react),
-		"update":  PerformerFunc(e.update),
-		"forward": PerformerFunc(e.forward),
-		"respond": PerformerFunc(e.respond),
+		"log":       LogEffect(cfg.Logger),
+		"post":      PerformerFunc(e.post),
+		"react":     PerformerFunc(e.react),
+		"update":    PerformerFunc(e.update),
+		"forward":   PerformerFunc(e.forward),
+		"respond":   PerformerFunc(e.respond),
+		"redeliver": PerformerFunc(e.redeliver),
 	}
 }
 

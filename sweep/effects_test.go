@@ -354,13 +354,13 @@ func TestLogEffect(t *testing.T) {
 
 func TestRegistryNamesEveryEffect(t *testing.T) {
 	reg := Effects(EffectConfig{})
-	for _, name := range []string{"log", "post", "react", "update", "forward", "respond"} {
+	for _, name := range []string{"log", "post", "react", "update", "forward", "respond", "redeliver"} {
 		if reg[name] == nil {
 			t.Errorf("no performer for %q", name)
 		}
 	}
-	if len(reg) != 6 {
-		t.Errorf("registry has %d effects, want 6", len(reg))
+	if len(reg) != 7 {
+		t.Errorf("registry has %d effects, want 7", len(reg))
 	}
 }
 

@@ -49,6 +49,7 @@ type Params struct {
 // Facts are what ackd extracted from the Slack request at ack time.
 type Facts struct {
 	EventID     string          `json:"event_id,omitempty"` // event_id, or the operation id for commands/interactions
+	Type        string          `json:"type,omitempty"`     // interactions: the payload type (block_actions, view_submission…)
 	Team        string          `json:"team,omitempty"`
 	User        string          `json:"user,omitempty"`
 	Channel     string          `json:"channel,omitempty"`

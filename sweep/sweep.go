@@ -191,16 +191,44 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 	return res, dbErr
 }
 
+// Attempt is what performing one claimed row came to.
+type Attempt struct {
+	Outcome string // OutcomeDone, OutcomeRetry, OutcomeParked…
+	// Reply and ReplyType are the target's answer when the effect has one
+	// (redeliver) and the attempt was done.
+	Reply     []byte
+	ReplyType string
+}
+
+// PerformClaimed performs one row that token already holds, on the same
+// path a sweep takes (perform → fenced complete, or fenced fail): the inline
+// first attempt of a synchronous answer, whose row RecordIntent wrote
+// already claimed (store.NewRow.ClaimToken). leaseEnd is that lease's end;
+// limit, if positive, shortens the effect's timeout (what is left of the
+// ack budget). A failure is recorded as any attempt's is, so the sweep
+// retries the row after its backoff. The error is a database error.
+func (s *Sweeper) PerformClaimed(ctx context.Context, token string, leaseEnd time.Time, row store.Row, limit time.Duration) (Attempt, error) {
+	var followUps int
+	var out Outcome
+	outcome, err := s.attempt(ctx, token, leaseEnd, row, limit, &followUps, &out)
+	a := Attempt{Outcome: outcome}
+	if outcome == OutcomeDone {
+		a.Reply, a.ReplyType = out.Reply, out.ReplyType
+	}
+	return a, err
+}
+
 // perform runs one row's effect and records the result, fenced by token. Its
 // error is a database error; the effect's own failure is recorded on the row.
 func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time, row store.Row) (outcome string, followUps int, err error) {
-	outcome, err = s.attempt(ctx, token, leaseEnd, row, &followUps)
+	outcome, err = s.attempt(ctx, token, leaseEnd, row, 0, &followUps, nil)
 	return outcome, followUps, err
 }
 
 // attempt is perform's body; a done row's enqueued follow-ups are counted
-// into *followUps.
-func (s *Sweeper) attempt(ctx context.Context, token string, leaseEnd time.Time, row store.Row, followUps *int) (outcome string, err error) {
+// into *followUps, and the effect's Outcome is kept in *kept when it is not
+// nil. limit, if positive, caps the effect's timeout.
+func (s *Sweeper) attempt(ctx context.Context, token string, leaseEnd time.Time, row store.Row, limit time.Duration, followUps *int, kept *Outcome) (outcome string, err error) {
 	job := Job{Row: row, Attempt: row.Attempts + 1}
 	log := s.log.With("id", row.ID, "key", row.Key, "effect", row.Effect, "attempt", job.Attempt)
 	start := time.Now()
@@ -227,6 +255,9 @@ func (s *Sweeper) attempt(ctx context.Context, token string, leaseEnd time.Time,
 		// The effect's deadline stays inside the lease, so a row is never
 		// performed twice at once because its effect overran the lease.
 		timeout := min(p.Timeout(s.cfg.DefaultTimeout), s.cfg.Lease*9/10)
+		if limit > 0 {
+			timeout = min(timeout, limit)
+		}
 		// Rows wait in the batch for a free worker while the lease runs. A
 		// row whose whole timeout no longer fits in what is left is not
 		// started: once the lease expires another sweep may claim it, and
@@ -259,6 +290,9 @@ func (s *Sweeper) attempt(ctx context.Context, token string, leaseEnd time.Time,
 			return OutcomeFenced, nil
 		}
 		*followUps = len(out.FollowUps)
+		if kept != nil {
+			*kept = out
+		}
 		log.Info("effect done", "outcome", OutcomeDone, "latency_ms", took.Milliseconds(), "follow_ups", len(out.FollowUps))
 		return OutcomeDone, nil
 	}

@@ -67,6 +67,7 @@ type stmts struct {
 	savepoint, rollbackTo, release *sql.Stmt
 	receipt, changes, outbox       *sql.Stmt
 	claim, complete                *sql.Stmt
+	request, storeRequest          *sql.Stmt
 }
 
 func (s *Store) prepare(ctx context.Context) error {
@@ -87,9 +88,16 @@ func (s *Store) prepare(ctx context.Context) error {
 		            VALUES (?, ?, ?)
 		            ON CONFLICT (event_id) DO NOTHING`),
 		changes: p("SELECT changes()"),
-		outbox: p(`INSERT INTO outbox (idempotency_key, effect, payload, next_attempt_at, created_at)
-		           VALUES (?, ?, ?, ?, ?)
+		// ?6 request_id, ?7 claim token, ?8 lease expiry: NULL unless the
+		// row is written already claimed (an inline attempt).
+		outbox: p(`INSERT INTO outbox (idempotency_key, effect, payload, next_attempt_at, created_at,
+		                               request_id, claim_token, claim_expires_at)
+		           VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		           ON CONFLICT (idempotency_key) DO NOTHING`),
+		storeRequest: p(`INSERT INTO slack_requests (event_id, content_type, body, received_at)
+		                 VALUES (?, ?, ?, ?)
+		                 ON CONFLICT (event_id) DO NOTHING`),
+		request: p(`SELECT content_type, body FROM slack_requests WHERE event_id = ?`),
 		complete: p(`UPDATE outbox
 		                SET status = 'done', attempts = attempts + 1, completed_at = ?, result = ?, claim_expires_at = NULL
 		              WHERE id = ? AND claim_token = ? AND status = 'pending'`),

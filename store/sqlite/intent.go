@@ -36,6 +36,15 @@ func (s *Store) RecordIntent(ctx context.Context, in Intent) (first bool, err er
 		if err := tx.StmtContext(ctx, s.st.changes).QueryRowContext(ctx).Scan(&changes); err != nil {
 			return fmt.Errorf("select changes: %w", err)
 		}
+		if r := in.Request; r != nil {
+			body := r.Body
+			if body == nil {
+				body = []byte{} // NOT NULL: an empty body is still a body
+			}
+			if _, err := tx.StmtContext(ctx, s.st.storeRequest).ExecContext(ctx, in.EventID, r.ContentType, body, now); err != nil {
+				return fmt.Errorf("insert request: %w", err)
+			}
+		}
 		if err := s.insertRows(ctx, tx, in.Rows, now); err != nil {
 			return err
 		}
@@ -55,7 +64,14 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows []NewRow, now i
 	}
 	st := tx.StmtContext(ctx, s.st.outbox)
 	for _, r := range rows {
-		if _, err := st.ExecContext(ctx, r.Key, r.Effect, r.Payload, now, now); err != nil {
+		var reqID, token, expires any // NULL unless set
+		if r.RequestID != "" {
+			reqID = r.RequestID
+		}
+		if r.ClaimToken != "" {
+			token, expires = r.ClaimToken, now+r.ClaimLease.Milliseconds()
+		}
+		if _, err := st.ExecContext(ctx, r.Key, r.Effect, r.Payload, now, now, reqID, token, expires); err != nil {
 			return fmt.Errorf("insert outbox row %s: %w", r.Key, err)
 		}
 	}

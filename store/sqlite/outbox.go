@@ -14,7 +14,7 @@ import (
 )
 
 const rowColumns = `id, idempotency_key, effect, payload, status, attempts, claim_token,
-	claim_expires_at, next_attempt_at, last_error, result, created_at, completed_at`
+	claim_expires_at, next_attempt_at, last_error, result, created_at, completed_at, request_id`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -22,15 +22,17 @@ func scanRow(sc scanner) (Row, error) {
 	var (
 		r                         Row
 		token, lastErr, result    sql.NullString
+		requestID                 sql.NullString
 		claimExp, next, completed sql.NullInt64
 		created                   int64
 	)
 	err := sc.Scan(&r.ID, &r.Key, &r.Effect, &r.Payload, &r.Status, &r.Attempts, &token,
-		&claimExp, &next, &lastErr, &result, &created, &completed)
+		&claimExp, &next, &lastErr, &result, &created, &completed, &requestID)
 	if err != nil {
 		return Row{}, err
 	}
 	r.ClaimToken, r.LastError, r.Result = token.String, lastErr.String, result.String
+	r.RequestID = requestID.String
 	r.ClaimExpiresAt, r.NextAttemptAt, r.CompletedAt = fromMS(claimExp), fromMS(next), fromMS(completed)
 	r.CreatedAt = time.UnixMilli(created)
 	return r, nil
@@ -104,7 +106,11 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 			}
 			rows = append(rows, r)
 		}
-		return res.Err()
+		if err := res.Err(); err != nil {
+			return err
+		}
+		res.Close()
+		return s.attachRequests(ctx, tx, rows)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", classify(err))
@@ -194,6 +200,35 @@ func (s *Store) fixFutureTimes(ctx context.Context, tx *sql.Tx, now int64, lease
 		}
 	}
 	return found, nil
+}
+
+// attachRequests fills in Row.Request for claimed rows that name a stored
+// request, reading each request once, in the claim's transaction.
+func (s *Store) attachRequests(ctx context.Context, tx *sql.Tx, rows []Row) error {
+	got := map[string]*store.Request{}
+	st := tx.StmtContext(ctx, s.st.request)
+	for i := range rows {
+		id := rows[i].RequestID
+		if id == "" {
+			continue
+		}
+		req, seen := got[id]
+		if !seen {
+			var r store.Request
+			err := st.QueryRowContext(ctx, id).Scan(&r.ContentType, &r.Body)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				// Gone (or never written): the performer parks the row.
+			case err != nil:
+				return fmt.Errorf("read stored request %s: %w", id, err)
+			default:
+				req = &r
+			}
+			got[id] = req
+		}
+		rows[i].Request = req
+	}
+	return nil
 }
 
 // Complete marks a row done if token still holds it, storing result and

@@ -33,6 +33,21 @@ func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch i
 	if err != nil {
 		return out, fmt.Errorf("prune done rows: %w", err)
 	}
+	// A stored request outlives its receipt for as long as a row that may
+	// still be performed (pending, or parked for an operator) needs it.
+	n, err = s.deleteBatches(ctx, batch,
+		`DELETE FROM slack_requests WHERE rowid IN (
+		   SELECT rowid FROM slack_requests AS q
+		    WHERE q.received_at < ?
+		      AND NOT EXISTS (SELECT 1 FROM outbox AS o INDEXED BY outbox_request_id
+		                       WHERE o.request_id = q.event_id AND o.request_id IS NOT NULL
+		                         AND o.status IN ('pending', 'parked'))
+		    LIMIT ?)`,
+		ms(now.Add(-receipts)))
+	out.Requests = n
+	if err != nil {
+		return out, fmt.Errorf("prune stored requests: %w", err)
+	}
 	return out, nil
 }
 
