@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -236,7 +237,7 @@ func newPGCluster(t *testing.T) *pgCluster {
 		}
 	}
 	c.data, c.logFile = filepath.Join(dir, "data"), filepath.Join(dir, "log")
-	c.port = 20000 + rand.IntN(20000)
+	c.port = freePGPort()
 	c.run("initdb", "-D", c.data, "-U", "ackd", "--auth=trust", "-E", "UTF8", "--no-instructions")
 	conf := fmt.Sprintf("listen_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = '%s'\nmax_connections = 60\n", c.port, dir)
 	f, err := os.OpenFile(filepath.Join(c.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
@@ -245,9 +246,40 @@ func newPGCluster(t *testing.T) *pgCluster {
 	}
 	f.WriteString(conf)
 	f.Close()
-	c.start()
+	// A port that was free a moment ago may be taken by the time the server
+	// binds it (the other tests open loopback connections all the time):
+	// try a few.
+	for attempt := 1; ; attempt++ {
+		err := c.cmd("pg_ctl", "-D", c.data, "-l", c.logFile, "-w", "-t", "60", "start").Run()
+		if err == nil {
+			break
+		}
+		if attempt == 3 {
+			c.t.Fatalf("pg_ctl start: %v\n%s", err, tail(c.logFile, 20))
+		}
+		c.port = freePGPort()
+		f, err := os.OpenFile(filepath.Join(c.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f, "port = %d\n", c.port) // a later line wins
+		f.Close()
+	}
 	t.Cleanup(func() { _ = c.cmd("pg_ctl", "-D", c.data, "-m", "immediate", "-w", "stop").Run() })
 	return c
+}
+
+// freePGPort returns a port below Linux's ephemeral range (32768…) that
+// nothing listens on now.
+func freePGPort() int {
+	for {
+		p := 20000 + rand.IntN(12000)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err == nil {
+			ln.Close()
+			return p
+		}
+	}
 }
 
 func (c *pgCluster) cmd(prog string, args ...string) *exec.Cmd {
