@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ackd/ackd/internal/pgtest"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/store/postgres"
@@ -62,6 +64,21 @@ func (d *contractDB) Now(t *testing.T) time.Time {
 		t.Fatal(err)
 	}
 	return now
+}
+
+func (d *contractDB) StoredRequests(t *testing.T) []string {
+	d.mu.Lock()
+	s := d.stores[0]
+	d.mu.Unlock()
+	res, err := s.Pool().Query(context.Background(), `SELECT event_id FROM slack_requests ORDER BY event_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(res, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
 
 func (d *contractDB) Advance(dur time.Duration) {

@@ -12,17 +12,18 @@ import (
 )
 
 const rowColumns = `id, idempotency_key, effect, payload, status, attempts, claim_token,
-	claim_expires_at, next_attempt_at, last_error, result, created_at, completed_at`
+	claim_expires_at, next_attempt_at, last_error, result, created_at, completed_at, request_id`
 
 func scanRow(sc pgx.Row) (store.Row, error) {
 	var (
 		r                      store.Row
 		token, lastErr, result *string
+		requestID              *string
 		claimExp, completed    *int64
 		next, created          int64
 	)
 	err := sc.Scan(&r.ID, &r.Key, &r.Effect, &r.Payload, &r.Status, &r.Attempts, &token,
-		&claimExp, &next, &lastErr, &result, &created, &completed)
+		&claimExp, &next, &lastErr, &result, &created, &completed, &requestID)
 	if err != nil {
 		return store.Row{}, err
 	}
@@ -33,6 +34,7 @@ func scanRow(sc pgx.Row) (store.Row, error) {
 		return *p
 	}
 	r.ClaimToken, r.LastError, r.Result = deref(token), deref(lastErr), deref(result)
+	r.RequestID = deref(requestID)
 	r.ClaimExpiresAt, r.CompletedAt = fromMS(claimExp), fromMS(completed)
 	r.NextAttemptAt, r.CreatedAt = time.UnixMilli(next), time.UnixMilli(created)
 	return r, nil
@@ -94,12 +96,15 @@ const claimSQL = `WITH ` + clockCTE + `,
 	  FROM clock
 	 WHERE o.id IN (SELECT id FROM picked)
 	RETURNING o.id, o.idempotency_key, o.effect, o.payload, o.status, o.attempts, o.claim_token,
-	          o.claim_expires_at, o.next_attempt_at, o.last_error, o.result, o.created_at, o.completed_at`
+	          o.claim_expires_at, o.next_attempt_at, o.last_error, o.result, o.created_at, o.completed_at,
+	          o.request_id`
 
 // Claim leases up to limit rows that are pending, due and free to token
 // until the database's now+lease, in one statement, and returns every row
 // the token now holds, in id order. See claimSQL. Once per lease period it
-// first looks for times from the future (fixFutureTimes).
+// first looks for times from the future (fixFutureTimes). Rows that name a
+// stored request get Row.Request, read in the claim's transaction
+// (attachRequests).
 func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *store.ClaimFilter) ([]store.Row, error) {
 	if token == "" {
 		return nil, errors.New("claim: empty token")
@@ -117,16 +122,63 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 	if err := s.fixFutureTimes(ctx, lease); err != nil {
 		return nil, fmt.Errorf("claim outbox: fix times from the future: %w", s.classify(ctx, err))
 	}
-	res, err := s.pool.Query(ctx, claimSQL, s.offset.Load(), token, lease.Milliseconds(), limit, effects)
+	var rows []store.Row
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res, err := tx.Query(ctx, claimSQL, s.offset.Load(), token, lease.Milliseconds(), limit, effects)
+		if err != nil {
+			return err
+		}
+		if rows, err = collect(res); err != nil {
+			return err
+		}
+		return attachRequests(ctx, tx, rows)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("claim outbox: %w", s.classify(ctx, err))
-	}
-	rows, err := collect(res)
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox: %w", s.classify(ctx, err))
+		return nil, fmt.Errorf("claim outbox: %w", err)
 	}
 	sortByID(rows)
 	return rows, nil
+}
+
+// attachRequests fills in Row.Request for claimed rows that name a stored
+// request, reading each request once, in the claim's transaction. A row
+// whose request is gone (or was never written) keeps Request nil: the
+// performer parks it.
+func attachRequests(ctx context.Context, tx pgx.Tx, rows []store.Row) error {
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if r.RequestID != "" && !seen[r.RequestID] {
+			seen[r.RequestID] = true
+			names = append(names, r.RequestID)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	res, err := tx.Query(ctx, `SELECT event_id, content_type, body FROM slack_requests WHERE event_id = ANY($1)`, names)
+	if err != nil {
+		return fmt.Errorf("read stored requests: %w", err)
+	}
+	defer res.Close()
+	got := make(map[string]*store.Request, len(names))
+	for res.Next() {
+		var id string
+		var r store.Request
+		if err := res.Scan(&id, &r.ContentType, &r.Body); err != nil {
+			return fmt.Errorf("read stored requests: %w", err)
+		}
+		got[id] = &r
+	}
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("read stored requests: %w", err)
+	}
+	for i := range rows {
+		if id := rows[i].RequestID; id != "" {
+			rows[i].Request = got[id]
+		}
+	}
+	return nil
 }
 
 // Complete marks a row done if token still holds it, counting the

@@ -308,3 +308,24 @@ func TestDatabaseClock(t *testing.T) {
 		t.Fatalf("a replica with a clock an hour ahead took a live lease: %v %v", rows, err)
 	}
 }
+
+// The engine-agnostic stored-request tests are in store/storetest
+// (StoredRequest); this one deletes a request behind the store's back.
+func TestStoredRequestGone(t *testing.T) {
+	u := pgtest.URL(t)
+	s := mustOpen(t, u, store.Options{})
+	in := intent("ix:2")
+	in.Request = &store.Request{ContentType: "application/x-www-form-urlencoded", Body: []byte("x")}
+	in.Rows[0].Effect, in.Rows[0].RequestID = "redeliver", "ix:2"
+	if _, err := s.RecordIntent(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Exec(t, u, `DELETE FROM slack_requests`)
+	rows, err := s.Claim(context.Background(), "A", 10, time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].RequestID != "ix:2" || rows[0].Request != nil {
+		t.Fatalf("a row whose request is gone: rows = %+v, want request_id ix:2 and no request", rows)
+	}
+}

@@ -121,3 +121,25 @@ CREATE TABLE ackd_instances (
   started_at   bigint  NOT NULL,
   heartbeat_at bigint  NOT NULL      -- the database's clock
 );
+
+-- migrate: 3
+
+-- Slack's exact request, kept once per accepted request (keyed like its
+-- receipt) for effects that need the bytes Slack sent: `redeliver` POSTs them,
+-- re-signed, to the team's unmodified app. bytea, so the bytes survive
+-- exactly (no re-encoding, no charset). Written in the intent's transaction;
+-- pruned only when no pending or parked outbox row names it and it is older
+-- than receipt retention.
+CREATE TABLE slack_requests (
+  event_id     text COLLATE "C" PRIMARY KEY,  -- the receipt's event_id or operation id
+  content_type text   NOT NULL,  -- as Slack sent it: application/json or application/x-www-form-urlencoded
+  body         bytea  NOT NULL,
+  received_at  bigint NOT NULL
+);
+CREATE INDEX slack_requests_received_at ON slack_requests (received_at);
+
+-- The stored request an outbox row is performed from (slack_requests.event_id),
+-- or NULL for rows that need only their payload.
+ALTER TABLE outbox ADD COLUMN request_id text COLLATE "C";
+-- Serves pruning: does any pending or parked row still need a request?
+CREATE INDEX outbox_request_id ON outbox (request_id) WHERE request_id IS NOT NULL;

@@ -17,7 +17,8 @@ func sortByID(rows []store.Row) {
 // Prune deletes receipts received more than receipts ago and done rows
 // completed more than done ago (on the database's clock), in batches of at
 // most batch rows, each its own statement. Pending and parked rows are
-// never pruned.
+// never pruned. A stored request is deleted once it is older than receipts
+// and no pending or parked row names it.
 func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch int) (store.PruneResult, error) {
 	if batch <= 0 {
 		batch = 1000
@@ -38,6 +39,20 @@ func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch i
 	out.Done = n
 	if err != nil {
 		return out, fmt.Errorf("prune done rows: %w", err)
+	}
+	// A stored request outlives its receipt for as long as a row that may
+	// still be performed (pending, or parked for an operator) needs it.
+	n, err = s.deleteBatches(ctx, batch, `WITH `+clockCTE+`
+		DELETE FROM slack_requests WHERE event_id IN (
+		  SELECT q.event_id FROM slack_requests q, clock
+		   WHERE q.received_at < clock.now - $2::bigint
+		     AND NOT EXISTS (SELECT 1 FROM outbox o
+		                      WHERE o.request_id = q.event_id AND o.request_id IS NOT NULL
+		                        AND o.status IN ('pending', 'parked'))
+		   LIMIT $3)`, receipts)
+	out.Requests = n
+	if err != nil {
+		return out, fmt.Errorf("prune stored requests: %w", err)
 	}
 	return out, nil
 }

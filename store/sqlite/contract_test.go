@@ -30,3 +30,23 @@ func (d *contractDB) Open(t *testing.T, opts store.Options) store.Store {
 func (d *contractDB) Now(*testing.T) time.Time { return d.clock.Now() }
 
 func (d *contractDB) Advance(dur time.Duration) { d.clock.Advance(dur) }
+
+func (d *contractDB) StoredRequests(t *testing.T) []string {
+	res, err := rawDB(t, d.path).Query(`SELECT event_id FROM slack_requests ORDER BY event_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	var ids []string
+	for res.Next() {
+		var id string
+		if err := res.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}

@@ -6,7 +6,8 @@
 // and passes only by keeping the rules of package store: one receipt and one
 // "first" per event id however many deliveries race, idempotent outbox rows,
 // disjoint and idempotent claims, release only by expiry (and the rules for
-// times from the future), fenced Complete and Fail, follow-ups only under a held fence, a
+// times from the future), stored Slack requests (kept once, returned by
+// Claim, rows written already leased, pruned only when unneeded), fenced Complete and Fail, follow-ups only under a held fence, a
 // completion counting its attempt, backoff, parking and rate limits,
 // requeue, pruning that never touches pending or parked rows, the
 // inspection calls and the instances table.
@@ -44,6 +45,9 @@ type DB interface {
 	// Advance moves the clock of every store opened on the database by d
 	// (d may be negative: a clock set back).
 	Advance(d time.Duration)
+	// StoredRequests lists the event ids in slack_requests, read past the
+	// store (the contract has no call that lists them), in byte order.
+	StoredRequests(t *testing.T) []string
 }
 
 // NewDB makes a fresh database for one test.
@@ -56,6 +60,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("Fence", func(t *testing.T) { testFence(t, newDB) })
 	t.Run("Fail", func(t *testing.T) { testFail(t, newDB) })
 	t.Run("Prune", func(t *testing.T) { testPrune(t, newDB) })
+	t.Run("StoredRequest", func(t *testing.T) { testStoredRequest(t, newDB) })
 	t.Run("Inspect", func(t *testing.T) { testInspect(t, newDB) })
 	t.Run("Instances", func(t *testing.T) { testInstances(t, newDB) })
 }
