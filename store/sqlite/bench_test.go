@@ -41,11 +41,22 @@ func BenchmarkRecordIntent(b *testing.B) {
 	}
 }
 
-// BenchmarkClaimComplete measures outbox throughput: claim a batch of 25,
-// complete each row fenced by the token.
+// BenchmarkClaimComplete measures outbox throughput: claim a batch, then
+// complete its rows fenced by the token, one Complete per row or one
+// CompleteBatch per claim.
 //
 //	go test -run '^$' -bench ClaimComplete -benchtime 3s ./store/sqlite/
 func BenchmarkClaimComplete(b *testing.B) {
+	for _, batch := range []int{25, 100} {
+		for _, mode := range []string{"per-row", "batched"} {
+			b.Run(fmt.Sprintf("batch=%d/%s", batch, mode), func(b *testing.B) {
+				benchClaimComplete(b, batch, mode == "batched")
+			})
+		}
+	}
+}
+
+func benchClaimComplete(b *testing.B, batch int, batched bool) {
 	s := mustOpen(b, filepath.Join(b.TempDir(), "ackd.db"), store.Options{})
 	ctx := context.Background()
 	for i := range b.N {
@@ -57,16 +68,27 @@ func BenchmarkClaimComplete(b *testing.B) {
 	b.ResetTimer()
 	done := 0
 	for done < b.N {
-		rows, err := s.Claim(ctx, fmt.Sprint("T", done), 25, time.Minute, nil)
+		tok := fmt.Sprint("T", done)
+		rows, err := s.Claim(ctx, tok, batch, time.Minute, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if len(rows) == 0 {
 			b.Fatalf("ran dry after %d of %d", done, b.N)
 		}
-		for _, r := range rows {
-			if held, err := s.Complete(ctx, r.ID, r.ClaimToken, "", nil); err != nil || !held {
-				b.Fatal(held, err)
+		if batched {
+			cs := make([]store.Completion, len(rows))
+			for i, r := range rows {
+				cs[i] = store.Completion{ID: r.ID}
+			}
+			if _, err := s.CompleteBatch(ctx, tok, cs); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			for _, r := range rows {
+				if held, err := s.Complete(ctx, r.ID, tok, "", nil); err != nil || !held {
+					b.Fatal(held, err)
+				}
 			}
 		}
 		done += len(rows)
