@@ -520,7 +520,7 @@ func pruneCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withStore(cmd.Context(), false, func(st store.Store, cfg daemon.Config) error {
-				res, err := st.Prune(cmd.Context(), cfg.Retention.Receipts.Duration, cfg.Retention.Done.Duration, 1000)
+				res, err := st.Prune(cmd.Context(), cfg.Retention.Receipts.Duration, cfg.Retention.Done.Duration, 0)
 				if err != nil {
 					return fmt.Errorf("%w (deleted before the failure: receipts=%d done=%d)", err, res.Receipts, res.Done)
 				}

@@ -473,6 +473,13 @@ func (s *Server) immediateLoop() {
 					}
 					break
 				}
+				if res.Claimed > 0 {
+					// One line per sweep, not per row: rows done are
+					// logged at debug (ACKD_LOG_LEVEL=debug), failures
+					// at warn and error.
+					s.log.Info("sweep", "trigger", "immediate", "claimed", res.Claimed, "done", res.Done,
+						"retried", res.Retried, "parked", res.Parked, "fenced", res.Fenced)
+				}
 				// Again while sweeps come back full, and when a completion
 				// enqueued a follow-up (a forward's reply), which is due now.
 				if res.Claimed < s.sweeper.Config().Batch && res.FollowUps == 0 {
@@ -485,7 +492,7 @@ func (s *Server) immediateLoop() {
 
 func (s *Server) pruneLoop() {
 	s.every(s.cfg.Retention.Interval.Duration, func() {
-		res, err := s.store.Prune(s.ctx, s.cfg.Retention.Receipts.Duration, s.cfg.Retention.Done.Duration, 1000)
+		res, err := s.store.Prune(s.ctx, s.cfg.Retention.Receipts.Duration, s.cfg.Retention.Done.Duration, 0)
 		if err != nil && s.ctx.Err() == nil {
 			s.log.Error("prune failed", "err", err)
 		} else if res.Receipts+res.Done+res.Requests > 0 {

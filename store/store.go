@@ -72,8 +72,9 @@ type Store interface {
 	// lease was lost, nothing was written.
 	Complete(ctx context.Context, id int64, token, result string, followUps []NewRow) (held bool, err error)
 	// CompleteBatch is Complete for many rows of one claim, in one
-	// transaction: each row is marked done only if token still holds it,
-	// and its follow-ups are enqueued only then. held[i] reports the fence
+	// transaction: each row is marked done (its attempt counted, as
+	// Complete does) only if token still holds it, and its follow-ups are
+	// enqueued only then. held[i] reports the fence
 	// of done[i] (false: that row's lease was lost and nothing of it was
 	// written); the other rows are unaffected. An error means nothing was
 	// written.
