@@ -31,7 +31,7 @@ import (
 
 // Config bounds one sweep.
 type Config struct {
-	Batch          int           // rows claimed per sweep (default 25)
+	Batch          int           // rows claimed per sweep (default 100)
 	Workers        int           // effects performed at once (default 4)
 	Lease          time.Duration // claim lease (default 10m); must exceed every effect timeout
 	DefaultTimeout time.Duration // effect timeout when the row names none (default 10s)
@@ -43,7 +43,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Batch <= 0 {
-		c.Batch = 25
+		c.Batch = 100
 	}
 	if c.Workers <= 0 {
 		c.Workers = 4
