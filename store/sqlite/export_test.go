@@ -1,4 +1,7 @@
 package sqlite
 
-// CompleteBatchSQL lets the tests read the plan of CompleteBatch's statement.
-const CompleteBatchSQL = completeBatchSQL
+// The statements whose query plans the tests read.
+const (
+	ClaimSQL         = claimSQL
+	CompleteBatchSQL = completeBatchSQL
+)

@@ -47,7 +47,7 @@ func scanRow(sc scanner) (Row, error) {
 // another claimer. Rows already held by token come first, so re-claiming
 // with the same token returns the same rows (with a renewed lease) and never
 // makes one token hold more than limit rows. Free rows are taken in due
-// order (next_attempt_at, id) straight off the outbox_claimable index, so a
+// order (next_attempt_at, id) straight off the outbox_pending index, so a
 // claim reads about limit rows however long the backlog is.
 //
 // A lease ending more than two lease periods from now cannot have been
@@ -154,8 +154,8 @@ func (s *Store) futureTimesPossible(now int64, lease time.Duration) bool {
 // leased beyond now + 2·lease expire now, and every pending row due beyond
 // now + the longest backoff + lease (no rule of this configuration sets a
 // later one) due now, and returns them (see Claim). It reads only rows that carry a claim token (the
-// outbox_claim_token index) and the far end of the due order
-// (outbox_claimable).
+// outbox_leased index) and the far end of the due order
+// (outbox_pending).
 func (s *Store) fixFutureTimes(ctx context.Context, tx *sql.Tx, now int64, lease time.Duration) ([]futureRow, error) {
 	var found []futureRow
 	collect := func(what, q string, horizon int64) error {
@@ -176,26 +176,26 @@ func (s *Store) fixFutureTimes(ctx context.Context, tx *sql.Tx, now int64, lease
 	leaseHorizon := now + 2*lease.Milliseconds()
 	dueHorizon := now + (s.opts.BackoffMax + lease).Milliseconds()
 	if err := collect("lease_until",
-		`SELECT id, idempotency_key, claim_expires_at FROM outbox INDEXED BY outbox_claim_token
+		`SELECT id, idempotency_key, claim_expires_at FROM outbox INDEXED BY outbox_leased
 		  WHERE claim_token IS NOT NULL AND status = 'pending' AND claim_expires_at > ?`, leaseHorizon); err != nil {
 		return nil, err
 	}
 	leases := len(found)
 	if err := collect("next_attempt_at",
-		`SELECT id, idempotency_key, next_attempt_at FROM outbox INDEXED BY outbox_claimable
+		`SELECT id, idempotency_key, next_attempt_at FROM outbox INDEXED BY outbox_pending
 		  WHERE status = 'pending' AND next_attempt_at > ?`, dueHorizon); err != nil {
 		return nil, err
 	}
 	if leases > 0 {
 		if _, err := tx.ExecContext(ctx,
-			`UPDATE outbox INDEXED BY outbox_claim_token SET claim_expires_at = ?
+			`UPDATE outbox INDEXED BY outbox_leased SET claim_expires_at = ?
 			  WHERE claim_token IS NOT NULL AND status = 'pending' AND claim_expires_at > ?`, now, leaseHorizon); err != nil {
 			return nil, err
 		}
 	}
 	if len(found) > leases {
 		if _, err := tx.ExecContext(ctx,
-			`UPDATE outbox INDEXED BY outbox_claimable SET next_attempt_at = ?
+			`UPDATE outbox INDEXED BY outbox_pending SET next_attempt_at = ?
 			  WHERE status = 'pending' AND next_attempt_at > ?`, now, dueHorizon); err != nil {
 			return nil, err
 		}

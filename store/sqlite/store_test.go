@@ -443,3 +443,45 @@ func TestPruneInterleaves(t *testing.T) {
 		}
 	})
 }
+
+// TestQueryPlans checks that the hot statements read the outbox through its
+// indexes: a scan of the table would read every payload of a large outbox.
+func TestQueryPlans(t *testing.T) {
+	_, path := newStore(t, nil)
+	db := rawDB(t, path)
+	cases := []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"claim", sqlite.ClaimSQL, []any{"T", 2, 1, 25, nil}},
+		{"claim with an effect filter", sqlite.ClaimSQL, []any{"T", 2, 1, 25, `["log"]`}},
+		{"complete a batch", sqlite.CompleteBatchSQL, []any{1, "T", "[1,2]", `[[1,"{}"]]`}},
+		{"queue counts", sqlite.QueueCountsSQL, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := db.Query(`EXPLAIN QUERY PLAN `+tc.sql, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Close()
+			var plan []string
+			tableScan := false
+			for res.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := res.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+				// "SCAN outbox USING … INDEX" reads an index; a bare
+				// "SCAN outbox" reads the table.
+				tableScan = tableScan || strings.HasPrefix(detail, "SCAN outbox") && !strings.Contains(detail, "INDEX")
+			}
+			if joined := strings.Join(plan, " | "); tableScan || !strings.Contains(joined, "outbox USING") {
+				t.Fatalf("plan reads the outbox table without an index: %s", joined)
+			}
+		})
+	}
+}
