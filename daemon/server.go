@@ -474,10 +474,11 @@ func (s *Server) immediateLoop() {
 					break
 				}
 				if res.Claimed > 0 {
-					// One line per sweep, not per row: rows done are
-					// logged at debug (ACKD_LOG_LEVEL=debug), failures
-					// at warn and error.
-					s.log.Info("sweep", "trigger", "immediate", "claimed", res.Claimed, "done", res.Done,
+					// At debug, like each row done: at info an event
+					// costs one line, its ack (journald's rate limit is
+					// per line; see systemd/ackd.service). Failures are
+					// logged per row at warn and error.
+					s.log.Debug("sweep", "trigger", "immediate", "claimed", res.Claimed, "done", res.Done,
 						"retried", res.Retried, "parked", res.Parked, "fenced", res.Fenced)
 				}
 				// Again while sweeps come back full, and when a completion
