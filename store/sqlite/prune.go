@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -74,6 +75,11 @@ func (s *Store) deleteSlices(ctx context.Context, batch int, q string, cutoff in
 			return err
 		})
 		if err != nil {
+			if IsReadOnly(err) && !strings.Contains(err.Error(), s.path) {
+				// A statement's error, which the committer does not
+				// annotate: say which file refuses the write.
+				err = fmt.Errorf("database %s is read-only: %w", s.path, err)
+			}
 			return total, err
 		}
 		total += n
