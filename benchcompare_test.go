@@ -166,6 +166,9 @@ func TestBenchCompare(t *testing.T) {
 				t.Fatalf("%s: check %+v, want every acked event with its receipt and row", row.Config, c)
 			}
 		}
+		if rep.Rows[1].BytesPerEvent <= 0 {
+			t.Errorf("%s: no bytes per event", rep.Rows[1].Config)
+		}
 		// Without pruning every pre-filled receipt stays; with it, they may go.
 		if left := rep.Rows[1].Check.PrefillLeft; left != 300 {
 			t.Errorf("pre-filled receipts left without pruning = %d, want 300", left)
