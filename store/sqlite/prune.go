@@ -32,7 +32,7 @@ func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch i
 		ms(now.Add(-receipts)))
 	out.Receipts = n
 	if err != nil {
-		return out, fmt.Errorf("prune receipts: %w", classify(err))
+		return out, fmt.Errorf("prune receipts: %w", err)
 	}
 	n, err = s.deleteSlices(ctx, batch,
 		`DELETE FROM outbox WHERE id IN (
@@ -40,7 +40,7 @@ func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch i
 		ms(now.Add(-done)))
 	out.Done = n
 	if err != nil {
-		return out, fmt.Errorf("prune done rows: %w", classify(err))
+		return out, fmt.Errorf("prune done rows: %w", err)
 	}
 	// A stored request outlives its receipt for as long as a row that may
 	// still be performed (pending, or parked for an operator) needs it.
