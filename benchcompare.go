@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,6 +138,7 @@ func benchCompareCmd(g *globals) *cobra.Command {
 				st, _, err := sg.openStore(ctx)
 				return st, err
 			}
+			o.PrefillDB = prefillDB
 			if !asJSON {
 				o.Log = g.stderr
 			}
@@ -175,9 +177,61 @@ func benchCompareCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.Keep, "keep", false, "keep the run's directory (databases, configs, server logs) and print its path")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&o.Postgres, "postgres", "", "also measure PostgreSQL: a postgres:// URL of a database to create throwaway schemas in (env ACKD_BENCH_POSTGRES)")
+	f.IntVar(&o.SweepBatch, "sweep-batch", 0, "the servers' sweep.batch (0: ackd's default)")
+	f.IntVar(&o.Prefill, "prefill", 0, "also measure FULL on a database pre-filled with this many expired receipts and done rows, without and with pruning")
+	f.StringArrayVar(&o.ServerEnv, "server-env", nil, "KEY=VALUE added to each server's environment, e.g. GOGC=200 or GOMEMLIMIT=64MiB (repeatable)")
+	f.BoolVar(&o.Load.SequentialIDs, "sequential-ids", false, "event ids in insertion order instead of Slack-like random ones")
 	f.StringVar(&o.Exe, "ackd", "", "ackd binary to start as the servers (default: this one)")
 	_ = f.MarkHidden("ackd")
 	return c
+}
+
+// prefillDB writes n receipts and n done outbox rows, all received and
+// completed 30 days ago (past every default retention), straight into the
+// database in one transaction: the way a long-running install looks to the
+// indexes, in seconds rather than the hours the ack path would take. The
+// ids are slacksim.PrefillID(i), random like Slack's; each row carries
+// payload, a real event's size.
+func prefillDB(ctx context.Context, cfgPath, dbPath string, n int, payload []byte) error {
+	sg := &globals{config: cfgPath, db: dbPath, stdout: io.Discard, stderr: io.Discard}
+	st, _, err := sg.open(ctx, false) // creates and migrates
+	if err != nil {
+		return err
+	}
+	if err := st.Close(); err != nil {
+		return err
+	}
+	db, err := sql.Open("sqlite", dbPath+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	old := time.Now().Add(-30 * 24 * time.Hour).UnixMilli()
+	rec, err := tx.PrepareContext(ctx, `INSERT INTO slack_event_receipts (event_id, event_type, received_at) VALUES (?, 'message', ?)`)
+	if err != nil {
+		return err
+	}
+	row, err := tx.PrepareContext(ctx, `INSERT INTO outbox (idempotency_key, effect, payload, status, attempts,
+		next_attempt_at, created_at, completed_at) VALUES (?, 'log', ?, 'done', 1, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	p := string(payload)
+	for i := range n {
+		id := slacksim.PrefillID(i)
+		if _, err := rec.ExecContext(ctx, id, old); err != nil {
+			return err
+		}
+		if _, err := row.ExecContext(ctx, id+":log-every-event", p, old, old, old); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // commandLine quotes args the way a shell would need them.

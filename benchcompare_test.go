@@ -100,6 +100,14 @@ func TestBenchCompare(t *testing.T) {
 				t.Errorf("%s: %d receipts, %d rows, %d parked, problems %v; want %d, %d, 0, none",
 					row.Config, c.Receipts, c.Rows, c.Parked, c.Problems, b.Unique, b.Unique)
 			}
+			// The dry-run route cannot fail: the outbox drains.
+			if row.RowsAcked != b.Unique || row.DoneAtEnd < 0 || row.DoneAtEnd > int64(row.RowsAcked) || row.DrainSeconds < 0 {
+				t.Errorf("%s: %d rows acked, %d done at the end, drained after %vs; want %d, 0..%d, ≥ 0",
+					row.Config, row.RowsAcked, row.DoneAtEnd, row.DrainSeconds, b.Unique, b.Unique)
+			}
+			if row.DBBytes <= 0 || row.BytesPerEvent <= 0 {
+				t.Errorf("%s: database %d bytes, %v per event; want both measured", row.Config, row.DBBytes, row.BytesPerEvent)
+			}
 		}
 		if rep.Rows[2].Check != nil {
 			t.Errorf("ceiling has a database check: %+v", *rep.Rows[2].Check)
@@ -133,6 +141,40 @@ func TestBenchCompare(t *testing.T) {
 		}
 		if strings.Count(r.Stdout, "db check ok") != 2 {
 			t.Errorf("want two passing database checks (FULL and NORMAL):\n%s", r.Stdout)
+		}
+	})
+
+	t.Run("--prefill adds FULL on a pre-filled database, served without and with pruning, each check still passing", func(t *testing.T) {
+		r, _ := compareTestRun(t, "--json", "--prefill", "300")
+		var rep slacksim.CompareReport
+		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+			t.Fatalf("stdout is not the JSON report: %v\n%s", err, r.Stdout)
+		}
+		names := make([]string, len(rep.Rows))
+		for i, row := range rep.Rows {
+			names[i] = row.Config
+		}
+		if got := strings.Join(names, ","); got != "FULL,FULL+300,FULL+300 prune,NORMAL,ceiling" {
+			t.Fatalf("rows = %s", got)
+		}
+		if !rep.OK {
+			t.Errorf("report not OK: %s", r.Stdout)
+		}
+		for _, row := range rep.Rows[1:3] {
+			c := row.Check
+			if c == nil || !c.OK() || c.WithReceipt != row.Bench.Unique || c.WithRow != row.Bench.Unique {
+				t.Fatalf("%s: check %+v, want every acked event with its receipt and row", row.Config, c)
+			}
+		}
+		if rep.Rows[1].BytesPerEvent <= 0 {
+			t.Errorf("%s: no bytes per event", rep.Rows[1].Config)
+		}
+		// Without pruning every pre-filled receipt stays; with it, they may go.
+		if left := rep.Rows[1].Check.PrefillLeft; left != 300 {
+			t.Errorf("pre-filled receipts left without pruning = %d, want 300", left)
+		}
+		if left := rep.Rows[2].Check.PrefillLeft; left < 0 || left > 300 {
+			t.Errorf("pre-filled receipts left while pruning = %d, want 0..300", left)
 		}
 	})
 

@@ -131,3 +131,21 @@ CREATE INDEX slack_requests_received_at ON slack_requests (received_at);
 ALTER TABLE outbox ADD COLUMN request_id TEXT;
 -- Serves pruning: does any pending or parked row still need a request?
 CREATE INDEX outbox_request_id ON outbox (request_id) WHERE request_id IS NOT NULL;
+
+-- migrate: 4
+
+-- Leaner indexes on the hot path: every intent inserts into each index of
+-- the outbox, and every claim and completion moves rows between them.
+--
+-- The claim index holds pending rows only (claims take nothing else): a
+-- completion removes the row's entry instead of moving it under 'done', and
+-- done rows, most of the table, are not in it at all.
+DROP INDEX outbox_claimable;
+CREATE INDEX outbox_pending ON outbox (next_attempt_at, id) WHERE status = 'pending';
+-- A new row has no claim token: the token index holds leased rows only, so
+-- an intent inserts into one index fewer. (A claim's "claim_token = ?"
+-- implies "claim_token IS NOT NULL", so SQLite uses it there.)
+DROP INDEX outbox_claim_token;
+CREATE INDEX outbox_leased ON outbox (claim_token) WHERE claim_token IS NOT NULL AND status = 'pending';
+-- Counts parked rows (metrics, status) without reading the table.
+CREATE INDEX outbox_parked ON outbox (id) WHERE status = 'parked';

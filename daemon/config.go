@@ -177,7 +177,7 @@ func Default() Config {
 		Synchronous: "FULL",
 		Ack:         AckConfig{Budget: Duration{2 * time.Second}},
 		Sweep: SweepConfig{
-			Interval: Duration{5 * time.Second}, Batch: 25, Workers: 4,
+			Interval: Duration{5 * time.Second}, Batch: 100, Workers: 4,
 			Lease: Duration{10 * time.Minute}, MaxAttempts: 8, Immediate: true,
 			Backoff: Duration{10 * time.Second}, MaxBackoff: Duration{time.Hour},
 		},

@@ -25,13 +25,12 @@ func malformed(format string, a ...any) error {
 // not use slackevents.ParseEvent, which rejects inner event types slack-go
 // does not know: an authenticated event of any type must still get its 200.
 type Envelope struct {
-	Type      string          `json:"type"`
-	Challenge string          `json:"challenge"`
-	TeamID    string          `json:"team_id"`
-	EventID   string          `json:"event_id"`
-	Event     json.RawMessage `json:"event"`
+	Type      string
+	Challenge string
+	TeamID    string
+	EventID   string
 
-	Inner InnerEvent `json:"-"`
+	Inner InnerEvent
 }
 
 // InnerEvent is the fields of the inner event that filters and routes use.
@@ -46,13 +45,39 @@ type InnerEvent struct {
 	ThreadTS string `json:"thread_ts"`
 }
 
+// envelopeJSON is the wire shape ParseEnvelope decodes in one pass: the
+// envelope and the inner event's fields together, never the body twice.
+type envelopeJSON struct {
+	Type      string `json:"type"`
+	Challenge string `json:"challenge"`
+	TeamID    string `json:"team_id"`
+	EventID   string `json:"event_id"`
+	Event     *struct {
+		InnerEvent
+		// channel and user are strings in message-like events and
+		// objects in others (channel_created, user_change).
+		Channel json.RawMessage `json:"channel"`
+		User    json.RawMessage `json:"user"`
+		TS      string          `json:"ts"`
+		Item    struct {
+			Channel string `json:"channel"`
+			TS      string `json:"ts"`
+		} `json:"item"`
+	} `json:"event"`
+}
+
 // ParseEnvelope decodes an Events API body. Only the outer shape is required;
 // an event_callback must carry an event_id and an event with a type.
 func ParseEnvelope(body []byte) (Envelope, error) {
-	var env Envelope
-	if err := json.Unmarshal(body, &env); err != nil {
+	var raw envelopeJSON
+	if err := json.Unmarshal(body, &raw); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && strings.HasPrefix(ute.Field, "event") {
+			return Envelope{}, malformed("event is not an object: %v", err)
+		}
 		return Envelope{}, malformed("body is not a JSON object: %v", err)
 	}
+	env := Envelope{Type: raw.Type, Challenge: raw.Challenge, TeamID: raw.TeamID, EventID: raw.EventID}
 	if env.Type == "" {
 		return Envelope{}, malformed("no envelope type")
 	}
@@ -65,36 +90,23 @@ func ParseEnvelope(body []byte) (Envelope, error) {
 	if err := checkID("event_id", env.EventID, rawIDInvalid(body, "event_id")); err != nil {
 		return Envelope{}, err
 	}
-	var raw struct {
-		InnerEvent
-		Channel json.RawMessage `json:"channel"`
-		User    json.RawMessage `json:"user"`
-		TS      string          `json:"ts"`
-		Item    struct {
-			Channel string `json:"channel"`
-			TS      string `json:"ts"`
-		} `json:"item"`
-	}
-	if len(env.Event) == 0 {
+	if raw.Event == nil {
 		return Envelope{}, malformed("event_callback without event")
 	}
-	if err := json.Unmarshal(env.Event, &raw); err != nil {
-		return Envelope{}, malformed("event is not an object: %v", err)
-	}
-	if raw.Type == "" {
+	ev := raw.Event
+	if ev.Type == "" {
 		return Envelope{}, malformed("event without type")
 	}
-	in := raw.InnerEvent
-	// channel and user are strings in message-like events and objects in
-	// others (channel_created, user_change): only the string form is a fact.
-	in.Channel = jsonString(raw.Channel)
-	in.User = jsonString(raw.User)
-	in.TS = raw.TS
+	in := ev.InnerEvent
+	// Only the string form of channel and user is a fact.
+	in.Channel = jsonString(ev.Channel)
+	in.User = jsonString(ev.User)
+	in.TS = ev.TS
 	if in.Channel == "" {
-		in.Channel = raw.Item.Channel
+		in.Channel = ev.Item.Channel
 	}
-	if raw.Item.TS != "" && in.TS == "" {
-		in.TS = raw.Item.TS
+	if ev.Item.TS != "" && in.TS == "" {
+		in.TS = ev.Item.TS
 	}
 	if messageLike(in.Type) {
 		// A route may key a message by {channel}:{ts}.

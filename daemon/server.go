@@ -473,6 +473,14 @@ func (s *Server) immediateLoop() {
 					}
 					break
 				}
+				if res.Claimed > 0 {
+					// At debug, like each row done: at info an event
+					// costs one line, its ack (journald's rate limit is
+					// per line; see systemd/ackd.service). Failures are
+					// logged per row at warn and error.
+					s.log.Debug("sweep", "trigger", "immediate", "claimed", res.Claimed, "done", res.Done,
+						"retried", res.Retried, "parked", res.Parked, "fenced", res.Fenced)
+				}
 				// Again while sweeps come back full, and when a completion
 				// enqueued a follow-up (a forward's reply), which is due now.
 				if res.Claimed < s.sweeper.Config().Batch && res.FollowUps == 0 {
@@ -485,7 +493,7 @@ func (s *Server) immediateLoop() {
 
 func (s *Server) pruneLoop() {
 	s.every(s.cfg.Retention.Interval.Duration, func() {
-		res, err := s.store.Prune(s.ctx, s.cfg.Retention.Receipts.Duration, s.cfg.Retention.Done.Duration, 1000)
+		res, err := s.store.Prune(s.ctx, s.cfg.Retention.Receipts.Duration, s.cfg.Retention.Done.Duration, 0)
 		if err != nil && s.ctx.Err() == nil {
 			s.log.Error("prune failed", "err", err)
 		} else if res.Receipts+res.Done+res.Requests > 0 {

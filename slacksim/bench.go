@@ -77,6 +77,10 @@ type BenchOptions struct {
 	MaxInFlight int           // in-flight request cap; 0 means DefaultMaxInFlight
 	Timeout     time.Duration // per request; 0 means DefaultRequestTimeout
 	RunID       string        // event id infix; "" picks a random one
+	// SequentialIDs names event n "EvB{RunID}-{n}", in insertion order;
+	// the default is Slack-like random ids ("Ev" and 13 base-32 letters),
+	// which land all over the receipt and outbox key indexes as Slack's do.
+	SequentialIDs bool
 }
 
 // BenchResult is what a Bench run measured. Durations are time.Duration in
@@ -338,7 +342,7 @@ func newBench(o BenchOptions) (*bench, error) {
 		}
 		b.client = &http.Client{Transport: b.ownTransport}
 	}
-	b.gen = &eventGen{run: o.RunID}
+	b.gen = &eventGen{run: o.RunID, sequential: o.SequentialIDs, key: idKey(o.RunID)}
 	if o.PayloadBytes > 0 {
 		b.gen.pad = strings.Repeat("x", o.PayloadBytes)
 		b.gen.size = o.PayloadBytes
@@ -616,12 +620,15 @@ func isTerminal(w io.Writer) bool {
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }
 
-// eventGen makes unique event_callback envelopes: event n of run R has
-// event_id "EvB{R}-{n}" and ts startMicro+n microseconds, so ts is unique
+// eventGen makes unique event_callback envelopes: event n of run R has a
+// random-looking event_id that is a bijection of (R, n) (or "EvB{R}-{n}"
+// when sequential) and ts startMicro+n microseconds, so ts is unique
 // within a run and, at under a million events a second, across runs started
 // one after another.
 type eventGen struct {
 	run        string
+	sequential bool
+	key        uint64 // from run: the random ids of two runs differ
 	startMicro int64
 	pad        string // PayloadBytes of padding to slice from
 	size       int    // target body size; 0 = natural
@@ -634,7 +641,34 @@ type benchEvent struct {
 	acked atomic.Bool
 }
 
-func (g *eventGen) id(n int64) string { return "EvB" + g.run + "-" + strconv.FormatInt(n, 10) }
+func (g *eventGen) id(n int64) string {
+	if g.sequential {
+		return "EvB" + g.run + "-" + strconv.FormatInt(n, 10)
+	}
+	// splitmix64's finalizer is a bijection of uint64: distinct n, distinct id.
+	x := g.key + uint64(n)
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	x ^= x >> 31
+	var b [15]byte
+	b[0], b[1] = 'E', 'v'
+	for i := 14; i >= 2; i-- { // 13 letters of 5 bits hold all 64
+		b[i] = idAlphabet[x&31]
+		x >>= 5
+	}
+	return string(b[:])
+}
+
+const idAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// idKey derives a run's id key from its run id (FNV-1a).
+func idKey(run string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(run); i++ {
+		h = (h ^ uint64(run[i])) * 1099511628211
+	}
+	return h
+}
 
 func (g *eventGen) next() *benchEvent {
 	n := g.n.Add(1) - 1

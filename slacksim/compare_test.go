@@ -30,7 +30,7 @@ func TestJudgeCompareDB(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := judgeCompareDB(res, tt.ev, tt.st)
+			c := judgeCompareDB(res, tt.ev, tt.st, 0, 0)
 			got := strings.Join(c.Problems, "; ")
 			switch {
 			case tt.problem == "" && !c.OK():

@@ -17,10 +17,10 @@
 // Leases. A sweep claims rows with one statement that stamps a random claim
 // token and a lease expiry on rows that are pending, due, and free (no lease,
 // an expired lease, or already ours). Only the holder of the token may move a
-// row on: Complete and Fail are fenced by "AND claim_token = ?", and a fence
-// that matches nothing is reported (held == false), never ignored. Nothing
-// releases a lease early; a crashed sweep's rows come back when their lease
-// expires.
+// row on: Complete, CompleteBatch and Fail are fenced by "AND claim_token =
+// ?" row by row, and a fence that matches nothing is reported (held ==
+// false), never ignored. Nothing releases a lease early; a crashed sweep's
+// rows come back when their lease expires.
 //
 //	          Claim(token)                 Complete(token)
 //	pending ───────────────▶ pending+lease ───────────────▶ done ──Prune──▶ (gone)
@@ -71,6 +71,14 @@ type Store interface {
 	// last_error is kept: it is the last failed attempt's. held == false: the
 	// lease was lost, nothing was written.
 	Complete(ctx context.Context, id int64, token, result string, followUps []NewRow) (held bool, err error)
+	// CompleteBatch is Complete for many rows of one claim, in one
+	// transaction: each row is marked done (its attempt counted, as
+	// Complete does) only if token still holds it, and its follow-ups are
+	// enqueued only then. held[i] reports the fence
+	// of done[i] (false: that row's lease was lost and nothing of it was
+	// written); the other rows are unaffected. An error means nothing was
+	// written.
+	CompleteBatch(ctx context.Context, token string, done []Completion) (held []bool, err error)
 	// Fail records a failed attempt if token still holds the row.
 	Fail(ctx context.Context, id int64, token string, kind FailKind, msg string, retryAfter time.Duration) (FailResult, error)
 
@@ -120,6 +128,13 @@ type Store interface {
 	Engine() string
 	Location() string
 	Close() error
+}
+
+// Completion is one row's successful attempt, for CompleteBatch.
+type Completion struct {
+	ID        int64
+	Result    string   // stored in result; "" stores NULL
+	FollowUps []NewRow // enqueued in the same transaction, only if the fence holds
 }
 
 // ClaimFilter restricts a claim to rows a process can perform. A sweep

@@ -22,16 +22,16 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/ackd/ackd/store"
 )
 
 // Config bounds one sweep.
 type Config struct {
-	Batch          int           // rows claimed per sweep (default 25)
+	Batch          int           // rows claimed per sweep (default 100)
 	Workers        int           // effects performed at once (default 4)
 	Lease          time.Duration // claim lease (default 10m); must exceed every effect timeout
 	DefaultTimeout time.Duration // effect timeout when the row names none (default 10s)
@@ -43,7 +43,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Batch <= 0 {
-		c.Batch = 25
+		c.Batch = 100
 	}
 	if c.Workers <= 0 {
 		c.Workers = 4
@@ -158,15 +158,26 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 	outcomes := make([]string, len(rows))
 	followUps := make([]int, len(rows))
 	errs := make([]error, len(rows))
-	var g errgroup.Group
-	g.SetLimit(s.cfg.Workers)
-	for i, row := range rows {
-		g.Go(func() error {
-			outcomes[i], followUps[i], errs[i] = s.perform(ctx, token, leaseEnd, row)
-			return nil
-		})
+	c := s.newCompleter(ctx, token, outcomes, followUps, errs)
+	// A fixed set of workers takes the rows in claim order; a successful
+	// attempt is handed to the completer and the worker moves on.
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(rows) {
+				return
+			}
+			s.perform(ctx, token, leaseEnd, i, rows[i], c, 0, &outcomes[i], &errs[i], nil)
+		}
 	}
-	_ = g.Wait()
+	var wg sync.WaitGroup
+	for range min(s.cfg.Workers, len(rows)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	c.close()
 	var dbErr error
 	for i, o := range outcomes {
 		switch o {
@@ -191,6 +202,17 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 	return res, dbErr
 }
 
+// logRow logs one line about a row, building its attributes only when the
+// level is enabled (a successful row is logged at debug, and a busy sweep
+// must not pay for lines nobody reads).
+func (s *Sweeper) logRow(level slog.Level, row store.Row, msg string, args ...any) {
+	if !s.log.Enabled(context.Background(), level) {
+		return
+	}
+	s.log.Log(context.Background(), level, msg, append([]any{"id", row.ID, "key", row.Key,
+		"effect", row.Effect, "attempt", row.Attempts + 1}, args...)...)
+}
+
 // Attempt is what performing one claimed row came to.
 type Attempt struct {
 	Outcome string // OutcomeDone, OutcomeRetry, OutcomeParked…
@@ -208,9 +230,12 @@ type Attempt struct {
 // ack budget). A failure is recorded as any attempt's is, so the sweep
 // retries the row after its backoff. The error is a database error.
 func (s *Sweeper) PerformClaimed(ctx context.Context, token string, leaseEnd time.Time, row store.Row, limit time.Duration) (Attempt, error) {
-	var followUps int
-	var out Outcome
-	outcome, err := s.attempt(ctx, token, leaseEnd, row, limit, &followUps, &out)
+	var (
+		outcome string
+		err     error
+		out     Outcome
+	)
+	s.perform(ctx, token, leaseEnd, 0, row, nil, limit, &outcome, &err, &out)
 	a := Attempt{Outcome: outcome}
 	if outcome == OutcomeDone {
 		a.Reply, a.ReplyType = out.Reply, out.ReplyType
@@ -218,28 +243,24 @@ func (s *Sweeper) PerformClaimed(ctx context.Context, token string, leaseEnd tim
 	return a, err
 }
 
-// perform runs one row's effect and records the result, fenced by token. Its
-// error is a database error; the effect's own failure is recorded on the row.
-func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time, row store.Row) (outcome string, followUps int, err error) {
-	outcome, err = s.attempt(ctx, token, leaseEnd, row, 0, &followUps, nil)
-	return outcome, followUps, err
-}
-
-// attempt is perform's body; a done row's enqueued follow-ups are counted
-// into *followUps, and the effect's Outcome is kept in *kept when it is not
-// nil. limit, if positive, caps the effect's timeout.
-func (s *Sweeper) attempt(ctx context.Context, token string, leaseEnd time.Time, row store.Row, limit time.Duration, followUps *int, kept *Outcome) (outcome string, err error) {
-	job := Job{Row: row, Attempt: row.Attempts + 1}
-	log := s.log.With("id", row.ID, "key", row.Key, "effect", row.Effect, "attempt", job.Attempt)
+// perform runs one row's effect. A success is handed to c, which records
+// it fenced by token and fills in *outcome and *dbErr, or, with no c (one
+// row answered inline), recorded here with Complete and kept in *kept;
+// anything else is recorded here. limit, if positive, caps the effect's
+// timeout. *dbErr is a database error; the effect's own failure is
+// recorded on the row.
+func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time, i int, row store.Row, c *completer, limit time.Duration, outcome *string, dbErr *error, kept *Outcome) {
 	start := time.Now()
+	handed := false
 	defer func() {
-		if s.obs != nil {
-			if outcome == "" {
-				outcome = OutcomeError
+		if s.obs != nil && !handed {
+			if *outcome == "" {
+				*outcome = OutcomeError
 			}
-			s.obs.Attempt(row.Effect, outcome, time.Since(start))
+			s.obs.Attempt(row.Effect, *outcome, time.Since(start))
 		}
 	}()
+	job := Job{Row: row, Attempt: row.Attempts + 1}
 	var effErr error
 	var out Outcome
 	p, decErr := DecodePayload(row.Payload)
@@ -263,9 +284,10 @@ func (s *Sweeper) attempt(ctx context.Context, token string, leaseEnd time.Time,
 		// started: once the lease expires another sweep may claim it, and
 		// both would perform it at once. It comes back at expiry.
 		if leaseEnd.Sub(s.store.Now().Round(0)) < timeout {
-			log.Warn("effect not started: too little of the lease is left after waiting in the batch; the row is retried when its lease expires (lease too short for batch/workers × timeout)",
+			s.logRow(slog.LevelWarn, row, "effect not started: too little of the lease is left after waiting in the batch; the row is retried when its lease expires (lease too short for batch/workers × timeout)",
 				"outcome", OutcomeAbandoned, "lease", s.cfg.Lease, "timeout", timeout)
-			return OutcomeAbandoned, nil
+			*outcome = OutcomeAbandoned
+			return
 		}
 		ectx, cancel := context.WithTimeout(ctx, timeout)
 		out, effErr = perf.Perform(ectx, job)
@@ -273,35 +295,54 @@ func (s *Sweeper) attempt(ctx context.Context, token string, leaseEnd time.Time,
 	}
 	took := time.Since(start)
 
-	// Record the result even if shutdown began after the effect finished;
-	// an effect that was itself cut short by shutdown is left to its lease.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	if effErr == nil {
-		held, err := s.store.Complete(wctx, row.ID, token, out.Result, out.FollowUps)
-		if err != nil {
-			log.Error("effect performed but completion not recorded; it will repeat after the lease",
-				"outcome", "error", "latency_ms", took.Milliseconds(), "err", err)
-			return "", err
+		// Recorded even if shutdown began after the effect finished.
+		if c == nil {
+			*outcome, *dbErr = s.completeOne(ctx, token, row, out, start)
+			if kept != nil {
+				*kept = out
+			}
+			return
 		}
-		if !held {
-			log.Warn("lease lost before completion: another sweep holds the row and will repeat the effect; the lease is too short for this effect",
-				"outcome", OutcomeFenced, "latency_ms", took.Milliseconds(), "lease", s.cfg.Lease)
-			return OutcomeFenced, nil
-		}
-		*followUps = len(out.FollowUps)
-		if kept != nil {
-			*kept = out
-		}
-		log.Info("effect done", "outcome", OutcomeDone, "latency_ms", took.Milliseconds(), "follow_ups", len(out.FollowUps))
-		return OutcomeDone, nil
+		handed = true
+		c.add(completion{i: i, row: row, out: out, start: start})
+		return
 	}
-
 	if ctx.Err() != nil {
-		log.Warn("effect cancelled by shutdown; the row is retried when its lease expires",
+		// An effect cut short by shutdown is left to its lease.
+		s.logRow(slog.LevelWarn, row, "effect cancelled by shutdown; the row is retried when its lease expires",
 			"outcome", OutcomeAbandoned, "latency_ms", took.Milliseconds())
-		return OutcomeAbandoned, nil
+		*outcome = OutcomeAbandoned
+		return
 	}
+	*outcome, *dbErr = s.fail(ctx, token, row, effErr, took)
+}
+
+// completeOne records one successful attempt, fenced by token.
+func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, out Outcome, start time.Time) (string, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	held, err := s.store.Complete(wctx, row.ID, token, out.Result, out.FollowUps)
+	took := time.Since(start)
+	switch {
+	case err != nil:
+		s.logRow(slog.LevelError, row, "effect performed but completion not recorded; it will repeat after the lease",
+			"outcome", OutcomeError, "latency_ms", took.Milliseconds(), "err", err)
+		return "", err
+	case !held:
+		s.logRow(slog.LevelWarn, row, "lease lost before completion: another sweep holds the row and will repeat the effect; the lease is too short for this effect",
+			"outcome", OutcomeFenced, "latency_ms", took.Milliseconds(), "lease", s.cfg.Lease)
+		return OutcomeFenced, nil
+	}
+	s.logRow(slog.LevelDebug, row, "effect done", "outcome", OutcomeDone,
+		"latency_ms", took.Milliseconds(), "follow_ups", len(out.FollowUps))
+	return OutcomeDone, nil
+}
+
+// fail records a failed attempt, fenced by token.
+func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr error, took time.Duration) (string, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	f := AsFailure(effErr)
 	kind, retryAfter := store.FailRetryable, f.RetryAfter
 	switch f.Class {
@@ -316,30 +357,130 @@ func (s *Sweeper) attempt(ctx context.Context, token string, leaseEnd time.Time,
 	}
 	fr, err := s.store.Fail(wctx, row.ID, token, kind, f.Error(), retryAfter)
 	if err != nil {
-		log.Error("effect failed and the failure was not recorded", "code", f.Code, "err", err)
+		s.logRow(slog.LevelError, row, "effect failed and the failure was not recorded", "code", f.Code, "err", err)
 		return "", err
 	}
 	switch {
 	case !fr.Held:
-		log.Warn("lease lost before the failure was recorded; the lease is too short for this effect",
+		s.logRow(slog.LevelWarn, row, "lease lost before the failure was recorded; the lease is too short for this effect",
 			"outcome", OutcomeFenced, "code", f.Code, "latency_ms", took.Milliseconds(), "lease", s.cfg.Lease)
 		return OutcomeFenced, nil
 	case fr.Status == store.StatusParked:
-		log.Error("effect parked: needs an operator (ackd outbox show / retry)",
+		s.logRow(slog.LevelError, row, "effect parked: needs an operator (ackd outbox show / retry)",
 			"outcome", OutcomeParked, "class", f.Class.String(), "code", f.Code,
 			"latency_ms", took.Milliseconds(), "err", f.Error())
 		return OutcomeParked, nil
 	case f.Class == Unavailable:
-		log.Warn("effect skipped: this process lacks what the row needs; the row is left for one that has it",
+		s.logRow(slog.LevelWarn, row, "effect skipped: this process lacks what the row needs; the row is left for one that has it",
 			"outcome", OutcomeSkipped, "code", f.Code, "err", f.Error())
 		return OutcomeSkipped, nil
 	case f.Class == RateLimited:
-		log.Warn("effect rate limited", "outcome", OutcomeRateLimited, "code", f.Code,
+		s.logRow(slog.LevelWarn, row, "effect rate limited", "outcome", OutcomeRateLimited, "code", f.Code,
 			"retry_after", f.RetryAfter, "latency_ms", took.Milliseconds())
 		return OutcomeRateLimited, nil
 	default:
-		log.Warn("effect failed; will retry", "outcome", OutcomeRetry, "code", f.Code,
+		s.logRow(slog.LevelWarn, row, "effect failed; will retry", "outcome", OutcomeRetry, "code", f.Code,
 			"next_attempt_at", fr.NextAttemptAt, "latency_ms", took.Milliseconds(), "err", f.Error())
 		return OutcomeRetry, nil
+	}
+}
+
+// writeTimeout bounds recording one result (or one batch of them), also
+// after shutdown began.
+const writeTimeout = 10 * time.Second
+
+// completion is a successful attempt waiting to be recorded.
+type completion struct {
+	i     int // the row's place in the batch
+	row   store.Row
+	out   Outcome
+	start time.Time
+}
+
+// completer records the successful attempts of one sweep in batches, each
+// row still fenced by the token on its own (store.CompleteBatch). A worker
+// hands its row over and moves on; whatever piled up while one batch was
+// being written goes into the next, so a burst of fast effects costs a few
+// statements, not one per row, and a single row waits for nothing.
+type completer struct {
+	s         *Sweeper
+	ctx       context.Context
+	token     string
+	in        chan completion
+	done      chan struct{}
+	outcomes  []string // written for the rows handed over, read after close
+	followUps []int
+	errs      []error
+}
+
+func (s *Sweeper) newCompleter(ctx context.Context, token string, outcomes []string, followUps []int, errs []error) *completer {
+	c := &completer{s: s, ctx: ctx, token: token, in: make(chan completion, len(outcomes)),
+		done: make(chan struct{}), outcomes: outcomes, followUps: followUps, errs: errs}
+	go c.run()
+	return c
+}
+
+// add never blocks: the channel holds the whole batch.
+func (c *completer) add(x completion) { c.in <- x }
+
+// close waits until every row handed over is recorded.
+func (c *completer) close() {
+	close(c.in)
+	<-c.done
+}
+
+func (c *completer) run() {
+	defer close(c.done)
+	var batch []completion
+	for x := range c.in {
+		batch = append(batch[:0], x)
+	drain:
+		for {
+			select {
+			case x, ok := <-c.in:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, x)
+			default:
+				break drain
+			}
+		}
+		c.write(batch)
+	}
+}
+
+func (c *completer) write(batch []completion) {
+	s := c.s
+	done := make([]store.Completion, len(batch))
+	for j, x := range batch {
+		done[j] = store.Completion{ID: x.row.ID, Result: x.out.Result, FollowUps: x.out.FollowUps}
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), writeTimeout)
+	held, err := s.store.CompleteBatch(wctx, c.token, done)
+	cancel()
+	for j, x := range batch {
+		took := time.Since(x.start)
+		outcome := OutcomeDone
+		switch {
+		case err != nil:
+			outcome, c.errs[x.i] = OutcomeError, err
+			s.logRow(slog.LevelError, x.row, "effect performed but completion not recorded; it will repeat after the lease",
+				"outcome", OutcomeError, "latency_ms", took.Milliseconds(), "err", err)
+		case !held[j]:
+			outcome = OutcomeFenced
+			s.logRow(slog.LevelWarn, x.row, "lease lost before completion: another sweep holds the row and will repeat the effect; the lease is too short for this effect",
+				"outcome", OutcomeFenced, "latency_ms", took.Milliseconds(), "lease", s.cfg.Lease)
+		default:
+			c.followUps[x.i] = len(x.out.FollowUps)
+			s.logRow(slog.LevelDebug, x.row, "effect done", "outcome", OutcomeDone,
+				"latency_ms", took.Milliseconds(), "follow_ups", len(x.out.FollowUps))
+		}
+		if outcome != OutcomeError {
+			c.outcomes[x.i] = outcome
+		}
+		if s.obs != nil {
+			s.obs.Attempt(x.row.Effect, outcome, took)
+		}
 	}
 }

@@ -87,6 +87,35 @@ func (l *logSink) find(sub string) string {
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
+// countingStore counts how completions reach the store.
+type countingStore struct {
+	store.Store
+	mu      sync.Mutex
+	single  int
+	calls   int
+	batched map[int64]int
+}
+
+func (s *countingStore) Complete(ctx context.Context, id int64, token, result string, f []store.NewRow) (bool, error) {
+	s.mu.Lock()
+	s.single++
+	s.mu.Unlock()
+	return s.Store.Complete(ctx, id, token, result, f)
+}
+
+func (s *countingStore) CompleteBatch(ctx context.Context, token string, done []store.Completion) ([]bool, error) {
+	s.mu.Lock()
+	s.calls++
+	if s.batched == nil {
+		s.batched = map[int64]int{}
+	}
+	for _, c := range done {
+		s.batched[c.ID]++
+	}
+	s.mu.Unlock()
+	return s.Store.CompleteBatch(ctx, token, done)
+}
+
 func TestRunOnce(t *testing.T) {
 	ctx := context.Background()
 
@@ -121,6 +150,27 @@ func TestRunOnce(t *testing.T) {
 		q, _ := s.Queue(ctx)
 		if q.Done != 20 || q.Pending != 0 {
 			t.Fatalf("queue %+v", q)
+		}
+	})
+
+	t.Run("successes are recorded through CompleteBatch, every row once, none per row", func(t *testing.T) {
+		s := &countingStore{Store: openStore(t, nil)}
+		enqueue(t, s, 30, "log")
+		sw := sweep.New(s, sweep.Registry{"log": sweep.LogEffect(quiet())}, sweep.Config{Batch: 30, Workers: 4}, quiet(), nil)
+		res, err := sw.RunOnce(ctx)
+		if err != nil || res.Done != 30 {
+			t.Fatalf("result %+v err %v", res, err)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.single != 0 || len(s.batched) != 30 {
+			t.Fatalf("%d per-row completions, %d rows through CompleteBatch in %d calls; want 0 and 30",
+				s.single, len(s.batched), s.calls)
+		}
+		for id, n := range s.batched {
+			if n != 1 {
+				t.Fatalf("row %d completed %d times", id, n)
+			}
 		}
 	})
 

@@ -4,40 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ackd/ackd/store"
 )
-
-var migrateMarker = regexp.MustCompile(`(?m)^-- migrate: (\d+)\s*$`)
-
-type migration struct {
-	version int
-	sql     string
-}
-
-// migrations splits the schema at its "-- migrate: N" markers.
-func migrations(schema string) ([]migration, error) {
-	locs := migrateMarker.FindAllStringSubmatchIndex(schema, -1)
-	if len(locs) == 0 {
-		return nil, fmt.Errorf("schema has no \"-- migrate: N\" section")
-	}
-	var out []migration
-	for i, loc := range locs {
-		v, _ := strconv.Atoi(schema[loc[2]:loc[3]])
-		end := len(schema)
-		if i+1 < len(locs) {
-			end = locs[i+1][0]
-		}
-		if want := i + 1; v != want {
-			return nil, fmt.Errorf("schema migration %d found where %d was expected", v, want)
-		}
-		out = append(out, migration{version: v, sql: schema[loc[1]:end]})
-	}
-	return out, nil
-}
 
 // SchemaVersion is the highest applied migration.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
@@ -56,7 +28,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // nothing left to do. The lock is a session lock on one connection, so a
 // crashed migrator releases it with its connection.
 func (s *Store) migrate(ctx context.Context) error {
-	ms, err := migrations(s.opts.Schema)
+	ms, err := store.Migrations(s.opts.Schema)
 	if err != nil {
 		return err
 	}
@@ -85,24 +57,24 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ackd_migrations`).Scan(&cur); err != nil {
 		return err
 	}
-	latest := ms[len(ms)-1].version
+	latest := ms[len(ms)-1].Version
 	if cur > latest {
 		return fmt.Errorf("database schema version %d is newer than this ackd (%d)", cur, latest)
 	}
 	for _, m := range ms[cur:] {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO ackd_migrations (version) VALUES ($1)`, m.version)
+			_, err := tx.Exec(ctx, `INSERT INTO ackd_migrations (version) VALUES ($1)`, m.Version)
 			return err
 		})
 		if err != nil {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) {
-				return fmt.Errorf("migration %d: %s (%s)", m.version, pe.Message, pe.Code)
+				return fmt.Errorf("migration %d: %s (%s)", m.Version, pe.Message, pe.Code)
 			}
-			return fmt.Errorf("migration %d: %w", m.version, err)
+			return fmt.Errorf("migration %d: %w", m.Version, err)
 		}
 	}
 	return nil

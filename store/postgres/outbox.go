@@ -215,6 +215,67 @@ func (s *Store) Complete(ctx context.Context, id int64, token, result string, fo
 	return held, nil
 }
 
+// CompleteBatch is Complete for many rows of one claim in one statement of
+// one transaction: each row is marked done (its attempt counted) only if
+// token still holds it, and only those rows' follow-ups are enqueued.
+// held[i] reports done[i]'s fence; the ids must be distinct.
+func (s *Store) CompleteBatch(ctx context.Context, token string, done []store.Completion) (held []bool, err error) {
+	if len(done) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(done))
+	results := make([]*string, len(done))
+	for i, c := range done {
+		ids[i] = c.ID
+		if c.Result != "" {
+			results[i] = &done[i].Result
+		}
+	}
+	off := s.offset.Load()
+	held = make([]bool, len(done))
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		clear(held)
+		rows, err := tx.Query(ctx, `WITH `+clockCTE+`,
+			c AS (SELECT * FROM unnest($2::bigint[], $3::text[]) AS c(id, result))
+			UPDATE outbox AS o
+			   SET status = 'done', attempts = o.attempts + 1, completed_at = clock.now, result = c.result,
+			       claim_expires_at = NULL
+			  FROM clock, c
+			 WHERE o.id = c.id AND o.claim_token = $4 AND o.status = 'pending'
+			RETURNING o.id`, off, ids, results, token)
+		if err != nil {
+			return err
+		}
+		got := make(map[int64]bool, len(done))
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			got[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		for i, c := range done {
+			if held[i] = got[c.ID]; held[i] {
+				queueRows(b, off, c.FollowUps)
+			}
+		}
+		if b.Len() == 0 {
+			return nil
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete %d outbox rows: %w", len(done), err)
+	}
+	return held, nil
+}
+
 // Fail records a failed attempt if token still holds the row: it keeps msg
 // as last_error and either reschedules the row (releasing the lease) or
 // parks it (store.Options.Next decides, on the database's clock).

@@ -66,7 +66,7 @@ const (
 type stmts struct {
 	savepoint, rollbackTo, release *sql.Stmt
 	receipt, changes, outbox       *sql.Stmt
-	claim, complete                *sql.Stmt
+	claim, complete, completeBatch *sql.Stmt
 	request, storeRequest          *sql.Stmt
 }
 
@@ -101,13 +101,20 @@ func (s *Store) prepare(ctx context.Context) error {
 		complete: p(`UPDATE outbox
 		                SET status = 'done', attempts = attempts + 1, completed_at = ?, result = ?, claim_expires_at = NULL
 		              WHERE id = ? AND claim_token = ? AND status = 'pending'`),
-		// ?1 token, ?2 lease expiry, ?3 now, ?4 limit, ?5 the effects a
-		// claim may take as a JSON array, or NULL for every effect. See Claim.
-		claim: p(`UPDATE outbox
+		completeBatch: p(completeBatchSQL),
+		claim:         p(claimSQL),
+	}
+	return err
+}
+
+// claimSQL is the claim statement (see Claim): ?1 token, ?2 lease expiry,
+// ?3 now, ?4 limit, ?5 the effects a claim may take as a JSON array, or
+// NULL for every effect.
+const claimSQL = `UPDATE outbox
 		             SET claim_token = ?1, claim_expires_at = ?2
 		           WHERE id IN (
 		                 SELECT id FROM (
-		                        SELECT id, 0 AS theirs, next_attempt_at AS due FROM outbox INDEXED BY outbox_claim_token
+		                        SELECT id, 0 AS theirs, next_attempt_at AS due FROM outbox INDEXED BY outbox_leased
 		                         WHERE claim_token = ?1 AND status = 'pending' AND next_attempt_at <= ?3
 		                        UNION ALL
 		                        SELECT id, 1, due FROM (
@@ -120,10 +127,20 @@ func (s *Store) prepare(ctx context.Context) error {
 		                                LIMIT ?4))
 		                  ORDER BY theirs, due, id
 		                  LIMIT ?4)
-		          RETURNING ` + rowColumns),
-	}
-	return err
-}
+		          RETURNING ` + rowColumns
+
+// completeBatchSQL is the statement behind CompleteBatch: ?1 now, ?2 token,
+// ?3 the ids as a JSON array, ?4 the results that are not empty as a JSON
+// array of [id, result] pairs (NULL when there are none). Each row is fenced
+// on its own: a row another token holds, or no longer pending, is neither
+// changed nor returned. The rows are found through the lease index by rowid
+// (TestQueryPlans checks).
+const completeBatchSQL = `UPDATE outbox
+   SET status = 'done', attempts = attempts + 1, completed_at = ?1, claim_expires_at = NULL,
+       result = CASE WHEN ?4 IS NOT NULL THEN
+                  (SELECT r.value ->> 1 FROM json_each(?4) AS r WHERE r.value ->> 0 = outbox.id) END
+ WHERE id IN (SELECT value FROM json_each(?3)) AND claim_token = ?2 AND status = 'pending'
+RETURNING id`
 
 // inGroup runs fn in the next group commit and returns its error, or the
 // commit's. If ctx ends before the committer takes the op, the op is

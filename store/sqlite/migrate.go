@@ -4,37 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"regexp"
-	"strconv"
+
+	"github.com/ackd/ackd/store"
 )
-
-var migrateMarker = regexp.MustCompile(`(?m)^-- migrate: (\d+)\s*$`)
-
-type migration struct {
-	version int
-	sql     string
-}
-
-// migrations splits schema.sql at its "-- migrate: N" markers.
-func migrations(schema string) ([]migration, error) {
-	locs := migrateMarker.FindAllStringSubmatchIndex(schema, -1)
-	if len(locs) == 0 {
-		return nil, fmt.Errorf("schema has no \"-- migrate: N\" section")
-	}
-	var out []migration
-	for i, loc := range locs {
-		v, _ := strconv.Atoi(schema[loc[2]:loc[3]])
-		end := len(schema)
-		if i+1 < len(locs) {
-			end = locs[i+1][0]
-		}
-		if want := i + 1; v != want {
-			return nil, fmt.Errorf("schema migration %d found where %d was expected", v, want)
-		}
-		out = append(out, migration{version: v, sql: schema[loc[1]:end]})
-	}
-	return out, nil
-}
 
 // SchemaVersion is the database's applied migration version (PRAGMA user_version).
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
@@ -48,7 +20,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // safe against a concurrent migrate in another process (BEGIN IMMEDIATE, then
 // the version is read again inside the transaction).
 func (s *Store) migrate(ctx context.Context) error {
-	ms, err := migrations(s.opts.Schema)
+	ms, err := store.Migrations(s.opts.Schema)
 	if err != nil {
 		return err
 	}
@@ -59,7 +31,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if mode != "wal" {
 		return fmt.Errorf("journal_mode is %q, want wal", mode)
 	}
-	latest := ms[len(ms)-1].version
+	latest := ms[len(ms)-1].Version
 	for _, m := range ms {
 		err := s.inTx(ctx, func(tx *sql.Tx) error {
 			var cur int
@@ -69,13 +41,13 @@ func (s *Store) migrate(ctx context.Context) error {
 			if cur > latest {
 				return fmt.Errorf("database schema version %d is newer than this ackd (%d)", cur, latest)
 			}
-			if cur >= m.version {
+			if cur >= m.Version {
 				return nil
 			}
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-				return fmt.Errorf("migration %d: %w", m.version, err)
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %d: %w", m.Version, err)
 			}
-			_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version))
+			_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version))
 			return err
 		})
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/ackd/ackd/store"
@@ -46,7 +47,7 @@ func scanRow(sc scanner) (Row, error) {
 // another claimer. Rows already held by token come first, so re-claiming
 // with the same token returns the same rows (with a renewed lease) and never
 // makes one token hold more than limit rows. Free rows are taken in due
-// order (next_attempt_at, id) straight off the outbox_claimable index, so a
+// order (next_attempt_at, id) straight off the outbox_pending index, so a
 // claim reads about limit rows however long the backlog is.
 //
 // A lease ending more than two lease periods from now cannot have been
@@ -153,8 +154,8 @@ func (s *Store) futureTimesPossible(now int64, lease time.Duration) bool {
 // leased beyond now + 2·lease expire now, and every pending row due beyond
 // now + the longest backoff + lease (no rule of this configuration sets a
 // later one) due now, and returns them (see Claim). It reads only rows that carry a claim token (the
-// outbox_claim_token index) and the far end of the due order
-// (outbox_claimable).
+// outbox_leased index) and the far end of the due order
+// (outbox_pending).
 func (s *Store) fixFutureTimes(ctx context.Context, tx *sql.Tx, now int64, lease time.Duration) ([]futureRow, error) {
 	var found []futureRow
 	collect := func(what, q string, horizon int64) error {
@@ -175,26 +176,26 @@ func (s *Store) fixFutureTimes(ctx context.Context, tx *sql.Tx, now int64, lease
 	leaseHorizon := now + 2*lease.Milliseconds()
 	dueHorizon := now + (s.opts.BackoffMax + lease).Milliseconds()
 	if err := collect("lease_until",
-		`SELECT id, idempotency_key, claim_expires_at FROM outbox INDEXED BY outbox_claim_token
+		`SELECT id, idempotency_key, claim_expires_at FROM outbox INDEXED BY outbox_leased
 		  WHERE claim_token IS NOT NULL AND status = 'pending' AND claim_expires_at > ?`, leaseHorizon); err != nil {
 		return nil, err
 	}
 	leases := len(found)
 	if err := collect("next_attempt_at",
-		`SELECT id, idempotency_key, next_attempt_at FROM outbox INDEXED BY outbox_claimable
+		`SELECT id, idempotency_key, next_attempt_at FROM outbox INDEXED BY outbox_pending
 		  WHERE status = 'pending' AND next_attempt_at > ?`, dueHorizon); err != nil {
 		return nil, err
 	}
 	if leases > 0 {
 		if _, err := tx.ExecContext(ctx,
-			`UPDATE outbox INDEXED BY outbox_claim_token SET claim_expires_at = ?
+			`UPDATE outbox INDEXED BY outbox_leased SET claim_expires_at = ?
 			  WHERE claim_token IS NOT NULL AND status = 'pending' AND claim_expires_at > ?`, now, leaseHorizon); err != nil {
 			return nil, err
 		}
 	}
 	if len(found) > leases {
 		if _, err := tx.ExecContext(ctx,
-			`UPDATE outbox INDEXED BY outbox_claimable SET next_attempt_at = ?
+			`UPDATE outbox INDEXED BY outbox_pending SET next_attempt_at = ?
 			  WHERE status = 'pending' AND next_attempt_at > ?`, now, dueHorizon); err != nil {
 			return nil, err
 		}
@@ -259,6 +260,83 @@ func (s *Store) Complete(ctx context.Context, id int64, token, result string, fo
 		return false, fmt.Errorf("complete outbox row %d: %w", id, classify(err))
 	}
 	return held, nil
+}
+
+// CompleteBatch marks done, in one statement of one transaction, every row
+// of done that token still holds, storing each row's result, and enqueues
+// the follow-ups of exactly those rows in the same transaction. held[i] is
+// false when done[i]'s lease was lost: nothing of that row is written, and
+// the other rows are unaffected. The ids must be distinct (one claim's rows).
+func (s *Store) CompleteBatch(ctx context.Context, token string, done []Completion) (held []bool, err error) {
+	if len(done) == 0 {
+		return nil, nil
+	}
+	ids, results := completionsJSON(done)
+	held = make([]bool, len(done))
+	err = s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+		clear(held)
+		res, err := tx.StmtContext(ctx, s.st.completeBatch).QueryContext(ctx, now, token, ids, results)
+		if err != nil {
+			return err
+		}
+		got := make(map[int64]bool, len(done))
+		for res.Next() {
+			var id int64
+			if err := res.Scan(&id); err != nil {
+				res.Close()
+				return err
+			}
+			got[id] = true
+		}
+		if err := errors.Join(res.Err(), res.Close()); err != nil {
+			return err
+		}
+		for i, c := range done {
+			if held[i] = got[c.ID]; held[i] {
+				if err := s.insertRows(ctx, tx, c.FollowUps, now); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete %d outbox rows: %w", len(done), classify(err))
+	}
+	return held, nil
+}
+
+// completionsJSON returns the completeBatch statement's arguments: the ids
+// as a JSON array, and the non-empty results as a JSON array of [id,
+// result] pairs (nil, SQL NULL, when every result is empty).
+func completionsJSON(done []Completion) (ids string, results any) {
+	b := make([]byte, 0, 12*len(done))
+	var r []byte
+	b = append(b, '[')
+	for i, c := range done {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, c.ID, 10)
+		if c.Result == "" {
+			continue
+		}
+		if r == nil {
+			r = append(r, '[')
+		} else {
+			r = append(r, ',')
+		}
+		r = append(r, '[')
+		r = strconv.AppendInt(r, c.ID, 10)
+		r = append(r, ',')
+		q, _ := json.Marshal(c.Result) // a Go string always marshals
+		r = append(append(r, q...), ']')
+	}
+	ids = string(append(b, ']'))
+	if r != nil {
+		results = string(append(r, ']'))
+	}
+	return ids, results
 }
 
 // Fail records a failed attempt if token still holds the row: it keeps msg

@@ -4,20 +4,29 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
+// DefaultPruneSlice is how many rows one prune slice deletes when Prune is
+// given no batch size. Small on purpose: each slice is one op of a group
+// commit (group.go), sharing its transaction and fsync with the intents
+// waiting beside it, so an ack never waits behind more than one slice.
+const DefaultPruneSlice = 250
+
 // Prune deletes receipts received more than receipts ago and done rows
-// completed more than done ago, in batches of at most batch rows, each batch
-// its own short transaction so the ack path is never held up for long.
-// Pending and parked rows are never pruned.
+// completed more than done ago, in slices of at most batch rows (0:
+// DefaultPruneSlice). Each slice is an op of the group committer, like an
+// intent: acks interleave with pruning instead of queueing behind a long
+// delete on the only writer connection. Pending and parked rows are never
+// pruned.
 func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch int) (PruneResult, error) {
 	if batch <= 0 {
-		batch = 1000
+		batch = DefaultPruneSlice
 	}
 	var out PruneResult
 	now := s.opts.Now()
-	n, err := s.deleteBatches(ctx, batch,
+	n, err := s.deleteSlices(ctx, batch,
 		`DELETE FROM slack_event_receipts WHERE rowid IN (
 		   SELECT rowid FROM slack_event_receipts WHERE received_at < ? LIMIT ?)`,
 		ms(now.Add(-receipts)))
@@ -25,7 +34,7 @@ func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch i
 	if err != nil {
 		return out, fmt.Errorf("prune receipts: %w", err)
 	}
-	n, err = s.deleteBatches(ctx, batch,
+	n, err = s.deleteSlices(ctx, batch,
 		`DELETE FROM outbox WHERE id IN (
 		   SELECT id FROM outbox WHERE status = 'done' AND completed_at < ? LIMIT ?)`,
 		ms(now.Add(-done)))
@@ -35,7 +44,7 @@ func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch i
 	}
 	// A stored request outlives its receipt for as long as a row that may
 	// still be performed (pending, or parked for an operator) needs it.
-	n, err = s.deleteBatches(ctx, batch,
+	n, err = s.deleteSlices(ctx, batch,
 		`DELETE FROM slack_requests WHERE rowid IN (
 		   SELECT rowid FROM slack_requests AS q
 		    WHERE q.received_at < ?
@@ -51,11 +60,13 @@ func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch i
 	return out, nil
 }
 
-func (s *Store) deleteBatches(ctx context.Context, batch int, q string, cutoff int64) (int64, error) {
+// deleteSlices runs q (cutoff, limit) as group-commit ops until a slice
+// deletes fewer than batch rows.
+func (s *Store) deleteSlices(ctx context.Context, batch int, q string, cutoff int64) (int64, error) {
 	var total int64
 	for {
 		var n int64
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
+		err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, _ int64) error {
 			res, err := tx.ExecContext(ctx, q, cutoff, batch)
 			if err != nil {
 				return err
@@ -63,9 +74,17 @@ func (s *Store) deleteBatches(ctx context.Context, batch int, q string, cutoff i
 			n, err = res.RowsAffected()
 			return err
 		})
-		total += n
-		if err != nil || n < int64(batch) {
+		if err != nil {
+			if IsReadOnly(err) && !strings.Contains(err.Error(), s.path) {
+				// A statement's error, which the committer does not
+				// annotate: say which file refuses the write.
+				err = fmt.Errorf("database %s is read-only: %w", s.path, err)
+			}
 			return total, err
+		}
+		total += n
+		if n < int64(batch) {
+			return total, nil
 		}
 	}
 }

@@ -7,31 +7,18 @@ import (
 	"time"
 )
 
-// Queue counts outbox rows by status (from the status index) and measures
-// the oldest pending row.
+// QueueCountsSQL counts outbox rows by status, each from its partial index.
+const QueueCountsSQL = `SELECT
+	(SELECT count(*) FROM outbox WHERE status = 'pending'),
+	(SELECT count(*) FROM outbox WHERE status = 'done'),
+	(SELECT count(*) FROM outbox WHERE status = 'parked')`
+
+// Queue counts outbox rows by status (from their indexes) and measures the
+// oldest pending row.
 func (s *Store) Queue(ctx context.Context) (Queue, error) {
 	var q Queue
-	res, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM outbox GROUP BY status`)
-	if err != nil {
-		return q, fmt.Errorf("queue stats: %w", err)
-	}
-	defer res.Close()
-	for res.Next() {
-		var st string
-		var n int64
-		if err := res.Scan(&st, &n); err != nil {
-			return q, fmt.Errorf("queue stats: %w", err)
-		}
-		switch st {
-		case StatusPending:
-			q.Pending = n
-		case StatusDone:
-			q.Done = n
-		case StatusParked:
-			q.Parked = n
-		}
-	}
-	if err := res.Err(); err != nil {
+	// Each count reads only its status's partial index (schema.sql).
+	if err := s.r.QueryRowContext(ctx, QueueCountsSQL).Scan(&q.Pending, &q.Done, &q.Parked); err != nil {
 		return q, fmt.Errorf("queue stats: %w", err)
 	}
 	var oldest sql.NullInt64

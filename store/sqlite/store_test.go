@@ -401,3 +401,87 @@ func TestAbandonedIntent(t *testing.T) {
 		}
 	})
 }
+
+func TestPruneInterleaves(t *testing.T) {
+	t.Run("an intent commits while a long prune runs: the prune is sliced, never one long transaction", func(t *testing.T) {
+		c := newClock()
+		s, path := newStore(t, c)
+		ctx := context.Background()
+		mustRecord(t, s, intent("Ev0", "r")) // the schema exists; now 1000 old receipts in one transaction
+		db := rawDB(t, path)
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 1000 {
+			if _, err := tx.Exec(`INSERT INTO slack_event_receipts VALUES (?, 'message', ?)`,
+				fmt.Sprint("Old", i), c.Now().UnixMilli()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(72 * time.Hour)
+		pruned := make(chan error, 1)
+		go func() {
+			_, err := s.Prune(ctx, 48*time.Hour, 7*24*time.Hour, 1) // one row per slice: 1000 group commits
+			pruned <- err
+		}()
+		for count(t, db, `SELECT count(*) FROM slack_event_receipts WHERE event_id LIKE 'Old%'`) == 1000 {
+			time.Sleep(time.Millisecond) // wait for the prune to begin
+		}
+		mustRecord(t, s, intent("EvDuring", "r"))
+		if left := count(t, db, `SELECT count(*) FROM slack_event_receipts WHERE event_id LIKE 'Old%'`); left == 0 {
+			t.Fatal("the intent waited for the whole prune")
+		}
+		if err := <-pruned; err != nil {
+			t.Fatal(err)
+		}
+		if left := count(t, db, `SELECT count(*) FROM slack_event_receipts WHERE event_id LIKE 'Old%'`); left != 0 {
+			t.Fatalf("%d old receipts left after the prune", left)
+		}
+	})
+}
+
+// TestQueryPlans checks that the hot statements read the outbox through its
+// indexes: a scan of the table would read every payload of a large outbox.
+func TestQueryPlans(t *testing.T) {
+	_, path := newStore(t, nil)
+	db := rawDB(t, path)
+	cases := []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"claim", sqlite.ClaimSQL, []any{"T", 2, 1, 25, nil}},
+		{"claim with an effect filter", sqlite.ClaimSQL, []any{"T", 2, 1, 25, `["log"]`}},
+		{"complete a batch", sqlite.CompleteBatchSQL, []any{1, "T", "[1,2]", `[[1,"{}"]]`}},
+		{"queue counts", sqlite.QueueCountsSQL, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := db.Query(`EXPLAIN QUERY PLAN `+tc.sql, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Close()
+			var plan []string
+			tableScan := false
+			for res.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := res.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+				// "SCAN outbox USING … INDEX" reads an index; a bare
+				// "SCAN outbox" reads the table.
+				tableScan = tableScan || strings.HasPrefix(detail, "SCAN outbox") && !strings.Contains(detail, "INDEX")
+			}
+			if joined := strings.Join(plan, " | "); tableScan || !strings.Contains(joined, "outbox USING") {
+				t.Fatalf("plan reads the outbox table without an index: %s", joined)
+			}
+		})
+	}
+}

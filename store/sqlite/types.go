@@ -7,6 +7,7 @@ type (
 	Row         = store.Row
 	NewRow      = store.NewRow
 	Intent      = store.Intent
+	Completion  = store.Completion
 	FailKind    = store.FailKind
 	FailResult  = store.FailResult
 	PruneResult = store.PruneResult

@@ -58,6 +58,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("RecordIntent", func(t *testing.T) { testRecordIntent(t, newDB) })
 	t.Run("Claim", func(t *testing.T) { testClaim(t, newDB) })
 	t.Run("Fence", func(t *testing.T) { testFence(t, newDB) })
+	t.Run("CompleteBatch", func(t *testing.T) { testCompleteBatch(t, newDB) })
 	t.Run("Fail", func(t *testing.T) { testFail(t, newDB) })
 	t.Run("Prune", func(t *testing.T) { testPrune(t, newDB) })
 	t.Run("StoredRequest", func(t *testing.T) { testStoredRequest(t, newDB) })
@@ -610,6 +611,64 @@ func testClaim(t *testing.T, newDB NewDB) {
 		wg.Wait()
 		if n := countStatus(t, stores[0], store.StatusDone); n != 60 {
 			t.Fatalf("done = %d, want 60", n)
+		}
+	})
+}
+
+func testCompleteBatch(t *testing.T, newDB NewDB) {
+	t.Run("each row is fenced on its own; follow-ups only for rows whose fence held", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		for _, ev := range []string{"Ev1", "Ev2", "Ev3"} {
+			mustRecord(t, s, intent(ev, "r"))
+		}
+		a := mustClaim(t, s, "A", 3, time.Minute)
+		db.Advance(2 * time.Minute)
+		b := mustClaim(t, s, "B", 1, time.Minute) // takes Ev1's row over
+		if len(a) != 3 || len(b) != 1 || b[0].ID != a[0].ID {
+			t.Fatalf("A %v B %v", ids(a), ids(b))
+		}
+		taken := mustGet(t, s, a[0].ID)
+		follow := func(ev string) []store.NewRow {
+			return []store.NewRow{{Key: ev + ":r:reply", Effect: "post", Payload: `{}`}}
+		}
+		// A's lease has expired too, but only B's claim took a row over:
+		// the fence is the token, as in Complete.
+		held, err := s.CompleteBatch(ctx, "A", []store.Completion{
+			{ID: a[0].ID, Result: `{"by":"A"}`, FollowUps: follow("Ev1")},
+			{ID: a[1].ID, Result: `{"ts":"1.2","q":"\"x\""}`},
+			{ID: a[2].ID, FollowUps: follow("Ev3")},
+			{ID: 1 << 40},
+		})
+		if err != nil || fmt.Sprint(held) != "[false true true false]" {
+			t.Fatalf("CompleteBatch = %v, %v; want [false true true false]", held, err)
+		}
+		if row := mustGet(t, s, a[0].ID); row != taken {
+			t.Fatalf("taken-over row was written:\n%+v\nwant unchanged:\n%+v", row, taken)
+		}
+		r1 := mustGet(t, s, a[1].ID)
+		if r1.Status != store.StatusDone || r1.Result != `{"ts":"1.2","q":"\"x\""}` || r1.CompletedAt.IsZero() ||
+			!r1.ClaimExpiresAt.IsZero() || r1.Attempts != 1 {
+			t.Fatalf("held row with a result: %+v", r1)
+		}
+		if r2 := mustGet(t, s, a[2].ID); r2.Status != store.StatusDone || r2.Result != "" || r2.Attempts != 1 {
+			t.Fatalf("held row without a result: %+v", r2)
+		}
+		if f, err := s.GetByKey(ctx, "Ev3:r:reply"); err != nil || f.Status != store.StatusPending {
+			t.Fatalf("held row's follow-up not enqueued: %+v %v", f, err)
+		}
+		if _, err := s.GetByKey(ctx, "Ev1:r:reply"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the lost row's follow-up was enqueued: %v", err)
+		}
+		// Completing again is a lost fence for every row.
+		if held, err := s.CompleteBatch(ctx, "A", []store.Completion{{ID: a[1].ID}, {ID: a[2].ID}}); err != nil || fmt.Sprint(held) != "[false false]" {
+			t.Fatalf("second CompleteBatch = %v, %v", held, err)
+		}
+		if held, err := s.CompleteBatch(ctx, "B", []store.Completion{{ID: b[0].ID}}); err != nil || fmt.Sprint(held) != "[true]" {
+			t.Fatalf("B's CompleteBatch = %v, %v", held, err)
+		}
+		if held, err := s.CompleteBatch(ctx, "B", nil); err != nil || len(held) != 0 {
+			t.Fatalf("empty CompleteBatch = %v, %v", held, err)
 		}
 	})
 }

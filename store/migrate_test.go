@@ -1,0 +1,44 @@
+package store_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ackd/ackd/store"
+)
+
+func TestMigrations(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema string
+		want         []int
+		err          string
+	}{
+		{"sections in order", "-- header\n-- migrate: 1\nCREATE TABLE a (x);\n-- migrate: 2\nCREATE TABLE b (y);\n", []int{1, 2}, ""},
+		{"no section", "CREATE TABLE a (x);", nil, "no \"-- migrate: N\" section"},
+		{"a gap", "-- migrate: 1\nSELECT 1;\n-- migrate: 3\nSELECT 3;\n", nil, "migration 3 found where 2 was expected"},
+		{"out of order", "-- migrate: 2\nSELECT 2;\n", nil, "migration 2 found where 1 was expected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms, err := store.Migrations(tc.schema)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, m := range ms {
+				got = append(got, m.Version)
+			}
+			if len(got) != len(tc.want) || got[0] != tc.want[0] || got[len(got)-1] != tc.want[len(tc.want)-1] {
+				t.Fatalf("versions %v, want %v", got, tc.want)
+			}
+			if !strings.Contains(ms[1].SQL, "CREATE TABLE b") || strings.Contains(ms[0].SQL, "CREATE TABLE b") {
+				t.Fatalf("sections split wrongly: %+v", ms)
+			}
+		})
+	}
+}

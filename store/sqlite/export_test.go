@@ -1,0 +1,7 @@
+package sqlite
+
+// The statements whose query plans the tests read.
+const (
+	ClaimSQL         = claimSQL
+	CompleteBatchSQL = completeBatchSQL
+)
