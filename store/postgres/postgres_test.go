@@ -329,3 +329,42 @@ func TestStoredRequestGone(t *testing.T) {
 		t.Fatalf("a row whose request is gone: rows = %+v, want request_id ix:2 and no request", rows)
 	}
 }
+
+// TestUpgradeToStoredRequests opens a database at schema version 2 (before
+// slack_requests) with a row in it: migration 3 adds the table and the
+// column, the old row reads with no request, and a new intent stores one.
+func TestUpgradeToStoredRequests(t *testing.T) {
+	u := pgtest.URL(t)
+	ms, err := store.Migrations(postgres.Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Exec(t, u, `CREATE TABLE ackd_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
+	for _, m := range ms[:2] {
+		pgtest.Exec(t, u, m.SQL)
+		pgtest.Exec(t, u, `INSERT INTO ackd_migrations (version) VALUES ($1)`, m.Version)
+	}
+	pgtest.Exec(t, u, `INSERT INTO outbox (idempotency_key, effect, payload, next_attempt_at, created_at)
+		VALUES ('old:r', 'log', '{}', 0, 0)`)
+	s := mustOpen(t, u, store.Options{})
+	ctx := context.Background()
+	if v, err := s.SchemaVersion(ctx); err != nil || v < 3 {
+		t.Fatalf("schema version %d, %v; want at least 3", v, err)
+	}
+	if r, err := s.GetByKey(ctx, "old:r"); err != nil || r.RequestID != "" || r.Request != nil {
+		t.Fatalf("old row after the upgrade: %+v %v", r, err)
+	}
+	in := intent("ix:new")
+	in.Request = &store.Request{ContentType: "application/json", Body: []byte(`{"a":1}`)}
+	in.Rows[0].Effect, in.Rows[0].RequestID = "redeliver", "ix:new"
+	if _, err := s.RecordIntent(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Claim(ctx, "A", 10, time.Minute, nil)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("claim after the upgrade: %+v %v", rows, err)
+	}
+	if rows[0].Request != nil || rows[1].Request == nil || string(rows[1].Request.Body) != `{"a":1}` {
+		t.Fatalf("claimed rows' requests: %+v, %+v", rows[0].Request, rows[1].Request)
+	}
+}
