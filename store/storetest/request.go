@@ -118,6 +118,34 @@ func testStoredRequest(t *testing.T, newDB NewDB) {
 		}
 	})
 
+	t.Run("a follow-up of Complete or CompleteBatch may name the stored request", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		mustRecord(t, s, requestIntent("ix:f1", []byte("one"), "a"))
+		mustRecord(t, s, requestIntent("ix:f2", []byte("two"), "a"))
+		rows := mustClaim(t, s, "A", 10, time.Minute)
+		if len(rows) != 2 {
+			t.Fatalf("claimed %d rows, want 2", len(rows))
+		}
+		follow := func(r store.Row) []store.NewRow {
+			return []store.NewRow{{Key: r.Key + ":again", Effect: "redeliver", Payload: `{}`, RequestID: r.RequestID}}
+		}
+		if held, err := s.Complete(ctx, rows[0].ID, "A", "", follow(rows[0])); err != nil || !held {
+			t.Fatal(held, err)
+		}
+		if held, err := s.CompleteBatch(ctx, "A", []store.Completion{{ID: rows[1].ID, FollowUps: follow(rows[1])}}); err != nil || !held[0] {
+			t.Fatal(held, err)
+		}
+		got := mustClaim(t, s, "B", 10, time.Minute)
+		if len(got) != 2 {
+			t.Fatalf("claimed %d follow-ups, want 2", len(got))
+		}
+		for i, want := range []string{"one", "two"} {
+			if got[i].RequestID != rows[i].RequestID || got[i].Request == nil || string(got[i].Request.Body) != want {
+				t.Fatalf("follow-up %s: request_id %q request %+v", got[i].Key, got[i].RequestID, got[i].Request)
+			}
+		}
+	})
+
 	t.Run("pruning keeps a request while a pending or parked row needs it", func(t *testing.T) {
 		db := newDB(t)
 		s := db.Open(t, store.Options{})
