@@ -142,6 +142,18 @@ func TestBenchCompare(t *testing.T) {
 		if strings.Count(r.Stdout, "db check ok") != 2 {
 			t.Errorf("want two passing database checks (FULL and NORMAL):\n%s", r.Stdout)
 		}
+		// The sizing table: one line per server with a database, rows acked,
+		// done at load end (with its share), drain time, size, bytes per event.
+		sizing := 0
+		for _, line := range strings.Split(r.Stdout, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 7 && (f[0] == "FULL" || f[0] == "NORMAL") && strings.HasSuffix(f[3], "%)") && strings.HasSuffix(f[4], "s") {
+				sizing++
+			}
+		}
+		if !strings.Contains(r.Stdout, "done at load end") || sizing != 2 {
+			t.Errorf("want the rows table with a FULL and a NORMAL line, found %d:\n%s", sizing, r.Stdout)
+		}
 	})
 
 	t.Run("--prefill adds FULL on a pre-filled database, served without and with pruning, each check still passing", func(t *testing.T) {

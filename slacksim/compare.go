@@ -929,6 +929,24 @@ func (r CompareReport) WriteTable(w io.Writer) {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "config   \trows acked\tdone at load end\tdrained after\tdatabase MiB\tbytes per event\t")
 	for _, row := range r.Rows {
+		if row.Check == nil {
+			continue
+		}
+		drain := "not within bound"
+		if row.DrainSeconds >= 0 {
+			drain = fmt.Sprintf("%.1fs", row.DrainSeconds)
+		}
+		bpe := "n/a"
+		if row.BytesPerEvent > 0 {
+			bpe = fmt.Sprintf("%.0f", row.BytesPerEvent)
+		}
+		fmt.Fprintf(tw, "%-9s\t%d\t%d (%.0f%%)\t%s\t%.1f\t%s\t\n", row.Config, row.RowsAcked, row.DoneAtEnd,
+			100*ratio(float64(row.DoneAtEnd), float64(row.RowsAcked)), drain, float64(row.DBBytes)/(1<<20), bpe)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+
+	for _, row := range r.Rows {
 		b := row.Bench
 		var notes []string
 		if b.Skipped > 0 {
