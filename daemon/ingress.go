@@ -355,9 +355,15 @@ func (s *Server) handleInteraction(ctx context.Context, req request) answer {
 	// can take it first; the lease ends just after the ack budget, so if
 	// the app is late the sweep retries it soon, and never while this
 	// attempt can still be running.
+	//
+	// The intent's other rows are written under the same lease: nothing
+	// else of this request may reach a third party before the answer
+	// (DESIGN §1.1). They become claimable when it ends, after the answer.
 	token := sweep.NewToken()
 	lease := s.cfg.Ack.Budget.Duration + inlineLeaseMargin
-	in.Rows[inline].ClaimToken, in.Rows[inline].ClaimLease = token, lease
+	for i := range in.Rows {
+		in.Rows[i].ClaimToken, in.Rows[i].ClaimLease = token, lease
+	}
 	key := in.Rows[inline].Key
 	leaseEnd := s.store.Now().Round(0).Add(lease) // never later than the expiry the store stamps
 	a = s.record(ctx, a, in)

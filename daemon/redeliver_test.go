@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/sweep"
 )
 
@@ -153,6 +155,35 @@ func TestRedeliverRoutes(t *testing.T) {
 		if b, _ := app.seen(); len(b) != 1 {
 			t.Fatalf("app saw %d requests, want 1", len(b))
 		}
+	})
+
+	t.Run("the other rows of an inline view_submission wait for the answer: nothing else reaches a third party first", func(t *testing.T) {
+		hook := fakeslack.NewHook(t)
+		var during atomic.Int64
+		during.Store(-1)
+		app := newBoltish(t, func(int, []byte) (int, string, string) {
+			// The ticker runs every 100ms: give it several chances to take
+			// the sibling row while ackd still owes Slack its answer.
+			time.Sleep(500 * time.Millisecond)
+			during.Store(int64(len(hook.Posts())))
+			return 200, "application/json", `{"response_action":"clear"}`
+		})
+		cfg := redeliverConfig(app.srv.URL) + fmt.Sprintf(`
+[[route]]
+name        = "audit"
+callback_id = "*"
+effect      = "forward"
+url         = %q
+`, hook.URL())
+		s := startServer(t, configFor(t, cfg), daemon.Options{})
+		r := s.postForm("/slack/interactivity", ixForm(t, ixViewSubmission("9.9.sib", "deploy_modal")))
+		if r.Status != 200 || !strings.Contains(r.Body, "clear") {
+			t.Fatalf("answer %d %q, want the app's", r.Status, r.Body)
+		}
+		if n := during.Load(); n != 0 {
+			t.Fatalf("the forward target got %d requests while the inline attempt still held the answer", n)
+		}
+		waitFor(t, "the sibling forward after the answer", 15*time.Second, func() bool { return len(hook.Posts()) == 1 })
 	})
 
 	t.Run("each block_suggestion keystroke gets the app's options, even the same text twice", func(t *testing.T) {
