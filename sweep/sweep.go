@@ -289,6 +289,13 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 			*outcome = OutcomeAbandoned
 			return
 		}
+		if ctx.Err() != nil {
+			// Shutdown began while the row waited for a worker: it is not
+			// started at all (an effect that ignores ctx would still run),
+			// and comes back when its lease expires.
+			*outcome = OutcomeAbandoned
+			return
+		}
 		ectx, cancel := context.WithTimeout(ctx, timeout)
 		out, effErr = perf.Perform(ectx, job)
 		cancel()

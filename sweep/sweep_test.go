@@ -285,6 +285,26 @@ func TestRunOnce(t *testing.T) {
 		}
 	})
 
+	t.Run("rows still waiting for a worker when shutdown begins are not started", func(t *testing.T) {
+		// One worker: the first row's effect sees shutdown begin and
+		// returns done (an effect that ignores ctx); the rows behind it
+		// must not be started at all.
+		s := openStore(t, nil)
+		enqueue(t, s, 3, "deaf")
+		var performed atomic.Int32
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		reg := sweep.Registry{"deaf": sweep.PerformerFunc(func(context.Context, sweep.Job) (sweep.Outcome, error) {
+			performed.Add(1)
+			cancel()
+			return sweep.Outcome{}, nil
+		})}
+		res, err := sweep.New(s, reg, sweep.Config{Workers: 1}, quiet(), nil).RunOnce(cctx)
+		if err != nil || performed.Load() != 1 || res.Abandoned != 2 || res.Done != 1 {
+			t.Fatalf("performed %d, result %+v, err %v; want 1 performed and done, 2 abandoned", performed.Load(), res, err)
+		}
+	})
+
 	t.Run("an effect that overruns its timeout is retried", func(t *testing.T) {
 		s := openStore(t, nil)
 		p, _ := sweep.Payload{Route: "r", TimeoutMS: 20}.Encode()
