@@ -149,3 +149,12 @@ DROP INDEX outbox_claim_token;
 CREATE INDEX outbox_leased ON outbox (claim_token) WHERE claim_token IS NOT NULL AND status = 'pending';
 -- Counts parked rows (metrics, status) without reading the table.
 CREATE INDEX outbox_parked ON outbox (id) WHERE status = 'parked';
+
+-- migrate: 5
+
+-- The length of the lease a row's claim stamped (claim_expires_at minus the
+-- claim's now). A lease ending more than twice its own length from now
+-- cannot have been stamped with a right clock, so the claim treats it as
+-- expired; judging by the row's own length, not the claimer's, keeps a
+-- process with a shorter [sweep] lease from taking a live longer lease.
+ALTER TABLE outbox ADD COLUMN claim_lease_ms INTEGER;

@@ -57,13 +57,15 @@ type Store interface {
 	// stored request come back with Row.Request filled in, read in the same
 	// transaction as the claim (RETURNING cannot join).
 	//
-	// Times from the future: a lease ending more than 2·lease from now, or a
-	// due time more than lease + BackoffMax from now, cannot have been set by
-	// this configuration with a right clock (the clock was ahead, or was
-	// since set back); Claim treats such a lease as expired and such a row
-	// as due, and logs each one (Options.Logger). The one lease period of
-	// slack keeps a small clock step from taking rows a sweeper is working
-	// on. Replicas on one database must share the lease setting.
+	// Times from the future: a lease ending more than twice its own length
+	// from now (each claim records the length it stamped), or a due time
+	// more than lease + BackoffMax from now, cannot have been set with a
+	// right clock (the clock was ahead, or was since set back); Claim treats
+	// such a lease as expired and such a row as due, and logs each one
+	// (Options.Logger). The one lease period of slack keeps a small clock
+	// step from taking rows a sweeper is working on; judging a lease by its
+	// own length keeps a claimer with a shorter lease setting from taking a
+	// live longer one.
 	Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *ClaimFilter) ([]Row, error)
 	// Complete marks row id done if token still holds it, counting the
 	// successful attempt (attempts+1: a row done on its first attempt shows

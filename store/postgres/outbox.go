@@ -57,7 +57,7 @@ func collect(rows pgx.Rows) ([]store.Row, error) {
 // effects a claim may take (NULL: every effect).
 //
 // Eligible rows: pending, due, and either already ours or free (no lease, an
-// expired lease, or a lease from the future: ending more than 2·lease away,
+// expired lease, or a lease from the future: ending more than twice its own length away,
 // see store.Store.Claim). Both kinds are locked FOR UPDATE SKIP LOCKED: a
 // row another claimer is stamping right now is skipped, never waited for,
 // and a row whose lease changed under our snapshot is re-checked on its new
@@ -82,7 +82,7 @@ const claimSQL = `WITH ` + clockCTE + `,
 				 WHERE o.status = 'pending' AND o.next_attempt_at <= clock.now
 				   AND (o.claim_token IS NULL OR o.claim_expires_at IS NULL
 				        OR o.claim_expires_at <= clock.now
-				        OR o.claim_expires_at > ackd_now_ms() + $1::bigint + 2 * $3::bigint)
+				        OR o.claim_expires_at > ackd_now_ms() + $1::bigint + 2 * coalesce(o.claim_lease_ms, $3::bigint))
 				   AND o.claim_token IS DISTINCT FROM $2
 				   AND ($5::text[] IS NULL OR o.effect = ANY($5::text[]))
 				 ORDER BY o.next_attempt_at, o.id
@@ -92,7 +92,7 @@ const claimSQL = `WITH ` + clockCTE + `,
 		ORDER BY theirs, due, id
 		LIMIT $4)
 	UPDATE outbox o
-	   SET claim_token = $2, claim_expires_at = clock.now + $3::bigint
+	   SET claim_token = $2, claim_expires_at = clock.now + $3::bigint, claim_lease_ms = $3::bigint
 	  FROM clock
 	 WHERE o.id IN (SELECT id FROM picked)
 	RETURNING o.id, o.idempotency_key, o.effect, o.payload, o.status, o.attempts, o.claim_token,
@@ -385,7 +385,7 @@ func (s *Store) requeue(ctx context.Context, where string, args ...any) (int64, 
 	return tag.RowsAffected(), nil
 }
 
-// fixFutureTimes makes every pending row leased beyond now + 2·lease expire
+// fixFutureTimes makes every pending row leased beyond now + twice its lease length expire
 // now, and every pending row due beyond now + lease + the longest backoff
 // due now (no rule of this configuration sets a later time; the database's
 // clock was set back, or a replica with a longer lease stamped it), and
@@ -399,12 +399,12 @@ func (s *Store) fixFutureTimes(ctx context.Context, lease time.Duration) error {
 	}
 	res, err := s.pool.Query(ctx, `WITH `+clockCTE+`,
 		future AS (
-			SELECT o.id, o.idempotency_key, o.claim_expires_at, o.next_attempt_at FROM outbox o, clock
+			SELECT o.id, o.idempotency_key, o.claim_expires_at, o.claim_lease_ms, o.next_attempt_at FROM outbox o, clock
 			 WHERE o.status = 'pending'
-			   AND (o.claim_expires_at > clock.now + 2 * $2::bigint OR o.next_attempt_at > clock.now + $2::bigint + $3::bigint)
+			   AND (o.claim_expires_at > clock.now + 2 * coalesce(o.claim_lease_ms, $2::bigint) OR o.next_attempt_at > clock.now + $2::bigint + $3::bigint)
 			   FOR UPDATE OF o SKIP LOCKED)
 		UPDATE outbox o
-		   SET claim_expires_at = CASE WHEN f.claim_expires_at > clock.now + 2 * $2::bigint THEN clock.now ELSE o.claim_expires_at END,
+		   SET claim_expires_at = CASE WHEN f.claim_expires_at > clock.now + 2 * coalesce(f.claim_lease_ms, $2::bigint) THEN clock.now ELSE o.claim_expires_at END,
 		       next_attempt_at = CASE WHEN f.next_attempt_at > clock.now + $2::bigint + $3::bigint THEN clock.now ELSE o.next_attempt_at END
 		  FROM future f, clock
 		 WHERE o.id = f.id

@@ -143,3 +143,12 @@ CREATE INDEX slack_requests_received_at ON slack_requests (received_at);
 ALTER TABLE outbox ADD COLUMN request_id text COLLATE "C";
 -- Serves pruning: does any pending or parked row still need a request?
 CREATE INDEX outbox_request_id ON outbox (request_id) WHERE request_id IS NOT NULL;
+
+-- migrate: 4
+
+-- The length of the lease a row's claim stamped (claim_expires_at minus the
+-- claim's now). A lease ending more than twice its own length from now
+-- cannot have been stamped with a right clock, so the claim treats it as
+-- expired; judging by the row's own length, not the claimer's, keeps a
+-- replica with a shorter [sweep] lease from taking a live longer lease.
+ALTER TABLE outbox ADD COLUMN claim_lease_ms bigint;

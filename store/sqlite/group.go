@@ -88,11 +88,11 @@ func (s *Store) prepare(ctx context.Context) error {
 		            VALUES (?, ?, ?)
 		            ON CONFLICT (event_id) DO NOTHING`),
 		changes: p("SELECT changes()"),
-		// ?6 request_id, ?7 claim token, ?8 lease expiry: NULL unless the
-		// row is written already claimed (an inline attempt).
+		// ?6 request_id, ?7 claim token, ?8 lease expiry, ?9 lease length:
+		// NULL unless the row is written already claimed (an inline attempt).
 		outbox: p(`INSERT INTO outbox (idempotency_key, effect, payload, next_attempt_at, created_at,
-		                               request_id, claim_token, claim_expires_at)
-		           VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		                               request_id, claim_token, claim_expires_at, claim_lease_ms)
+		           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		           ON CONFLICT (idempotency_key) DO NOTHING`),
 		storeRequest: p(`INSERT INTO slack_requests (event_id, content_type, body, received_at)
 		                 VALUES (?, ?, ?, ?)
@@ -111,7 +111,7 @@ func (s *Store) prepare(ctx context.Context) error {
 // ?3 now, ?4 limit, ?5 the effects a claim may take as a JSON array, or
 // NULL for every effect.
 const claimSQL = `UPDATE outbox
-		             SET claim_token = ?1, claim_expires_at = ?2
+		             SET claim_token = ?1, claim_expires_at = ?2, claim_lease_ms = ?2 - ?3
 		           WHERE id IN (
 		                 SELECT id FROM (
 		                        SELECT id, 0 AS theirs, next_attempt_at AS due FROM outbox INDEXED BY outbox_leased

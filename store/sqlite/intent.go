@@ -64,14 +64,14 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows []NewRow, now i
 	}
 	st := tx.StmtContext(ctx, s.st.outbox)
 	for _, r := range rows {
-		var reqID, token, expires any // NULL unless set
+		var reqID, token, expires, length any // NULL unless set
 		if r.RequestID != "" {
 			reqID = r.RequestID
 		}
 		if r.ClaimToken != "" {
-			token, expires = r.ClaimToken, now+r.ClaimLease.Milliseconds()
+			token, expires, length = r.ClaimToken, now+r.ClaimLease.Milliseconds(), r.ClaimLease.Milliseconds()
 		}
-		if _, err := st.ExecContext(ctx, r.Key, r.Effect, r.Payload, now, now, reqID, token, expires); err != nil {
+		if _, err := st.ExecContext(ctx, r.Key, r.Effect, r.Payload, now, now, reqID, token, expires, length); err != nil {
 			return fmt.Errorf("insert outbox row %s: %w", r.Key, err)
 		}
 	}

@@ -151,15 +151,16 @@ func (s *Store) futureTimesPossible(now int64, lease time.Duration) bool {
 }
 
 // fixFutureTimes, inside the claim's transaction, makes every pending row
-// leased beyond now + 2·lease expire now, and every pending row due beyond
+// leased beyond now + twice its own lease length (the caller's lease for a
+// row stamped before the length was recorded) expire now, and every pending row due beyond
 // now + the longest backoff + lease (no rule of this configuration sets a
 // later one) due now, and returns them (see Claim). It reads only rows that carry a claim token (the
 // outbox_leased index) and the far end of the due order
 // (outbox_pending).
 func (s *Store) fixFutureTimes(ctx context.Context, tx *sql.Tx, now int64, lease time.Duration) ([]futureRow, error) {
 	var found []futureRow
-	collect := func(what, q string, horizon int64) error {
-		res, err := tx.QueryContext(ctx, q, horizon)
+	collect := func(what, q string, args ...any) error {
+		res, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -173,11 +174,12 @@ func (s *Store) fixFutureTimes(ctx context.Context, tx *sql.Tx, now int64, lease
 		}
 		return errors.Join(res.Err(), res.Close())
 	}
-	leaseHorizon := now + 2*lease.Milliseconds()
+	leaseMS := lease.Milliseconds()
 	dueHorizon := now + (s.opts.BackoffMax + lease).Milliseconds()
 	if err := collect("lease_until",
 		`SELECT id, idempotency_key, claim_expires_at FROM outbox INDEXED BY outbox_leased
-		  WHERE claim_token IS NOT NULL AND status = 'pending' AND claim_expires_at > ?`, leaseHorizon); err != nil {
+		  WHERE claim_token IS NOT NULL AND status = 'pending'
+		    AND claim_expires_at > ?1 + 2 * coalesce(claim_lease_ms, ?2)`, now, leaseMS); err != nil {
 		return nil, err
 	}
 	leases := len(found)
@@ -189,7 +191,8 @@ func (s *Store) fixFutureTimes(ctx context.Context, tx *sql.Tx, now int64, lease
 	if leases > 0 {
 		if _, err := tx.ExecContext(ctx,
 			`UPDATE outbox INDEXED BY outbox_leased SET claim_expires_at = ?
-			  WHERE claim_token IS NOT NULL AND status = 'pending' AND claim_expires_at > ?`, now, leaseHorizon); err != nil {
+			  WHERE claim_token IS NOT NULL AND status = 'pending'
+			    AND claim_expires_at > ?1 + 2 * coalesce(claim_lease_ms, ?2)`, now, leaseMS); err != nil {
 			return nil, err
 		}
 	}

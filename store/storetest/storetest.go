@@ -437,26 +437,45 @@ func testClaim(t *testing.T, newDB NewDB) {
 		}
 	})
 
-	t.Run("times from the future: a lease ending beyond now+2·lease counts as expired, one within it holds", func(t *testing.T) {
+	t.Run("times from the future: a lease ending beyond twice its own length from now counts as expired, others hold", func(t *testing.T) {
 		db := newDB(t)
 		s := db.Open(t, store.Options{})
-		for i := range 2 {
-			mustRecord(t, s, intent(fmt.Sprintf("Ev%d", i), "r"))
+		// One row per claimer, told apart by effect so each claim takes its
+		// own: Ev1 leased for 90 s by C and Ev2 for an hour by D, with a
+		// right clock (D's is a longer lease setting than B's, not a lease
+		// from the future); then Ev0 for an hour by A while the clock runs a
+		// year ahead, and the clock is set right again.
+		for i, e := range []string{"a", "c", "d"} {
+			id := fmt.Sprintf("Ev%d", i)
+			mustRecord(t, s, store.Intent{EventID: id, EventType: "x",
+				Rows: []store.NewRow{{Key: id + ":r", Effect: e, Payload: `{"route":"r"}`}}})
 		}
-		// Ev0: leased for 90 s, within a 1-minute claimer's slack of one
-		// more lease period; Ev1: for an hour, as a clock that ran ahead (or
-		// a longer lease setting) would stamp it. A lease period later (an
-		// engine may look for such leases only that often) B takes Ev1 only.
-		c := mustClaim(t, s, "C", 1, 90*time.Second)
-		a := mustClaim(t, s, "A", 1, time.Hour)
+		claim := func(token, effect string, lease time.Duration) []store.Row {
+			t.Helper()
+			rows, err := s.Claim(ctx, token, 1, lease, &store.ClaimFilter{Effects: []string{effect}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rows
+		}
+		c := claim("C", "c", 90*time.Second)
+		d := claim("D", "d", time.Hour)
+		db.Advance(365 * 24 * time.Hour)
+		a := claim("A", "a", time.Hour)
+		db.Advance(-365 * 24 * time.Hour)
+		// A lease period later (an engine may look for such leases only
+		// that often), B, with a one-minute lease, takes Ev1 only.
 		db.Advance(65 * time.Second)
 		b := mustClaim(t, s, "B", 10, time.Minute)
-		if len(a) != 1 || len(c) != 1 || len(b) != 1 || b[0].ID != a[0].ID {
-			t.Fatalf("C %v, A %v, B %v: B must take A's lease from the future and leave C's", ids(c), ids(a), ids(b))
+		if len(a) != 1 || len(c) != 1 || len(d) != 1 || len(b) != 1 || b[0].ID != a[0].ID {
+			t.Fatalf("C %v, A %v, D %v, B %v: B must take A's lease from the future and leave C's and D's", ids(c), ids(a), ids(d), ids(b))
 		}
-		// The stale holder is fenced out.
+		// The stale holder is fenced out; the longer live lease still holds.
 		if held, err := s.Complete(ctx, a[0].ID, "A", "", nil); err != nil || held {
 			t.Fatalf("A's Complete after its lease from the future was taken: held=%v err=%v", held, err)
+		}
+		if held, err := s.Complete(ctx, d[0].ID, "D", "", nil); err != nil || !held {
+			t.Fatalf("D's Complete under its live hour-long lease: held=%v err=%v", held, err)
 		}
 	})
 
