@@ -42,23 +42,18 @@ func (cfg EffectConfig) Unavailable() map[string]string {
 	return out
 }
 
-// claimable lists the effects of reg that are not in skip, sorted; nil
-// when skip is empty (every effect may be claimed, and a row whose effect
-// this ackd does not know is parked as unknown_effect).
+// claimable lists the effects of reg that are not in skip, sorted. A
+// sweep claims only those: a row whose effect this ackd does not know (a
+// newer replica's, or one written before a downgrade) is left to a process
+// that knows it instead of being parked as unknown_effect.
 func claimable(reg Registry, skip map[string]string) []string {
-	if len(skip) == 0 {
-		return nil
-	}
-	var out []string
+	out := []string{} // empty: claim nothing, not everything
 	for e := range reg {
 		if _, no := skip[e]; !no {
 			out = append(out, e)
 		}
 	}
 	slices.Sort(out)
-	if out == nil {
-		out = []string{} // claim nothing, not everything
-	}
 	return out
 }
 

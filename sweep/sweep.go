@@ -115,9 +115,7 @@ type Sweeper struct {
 func New(st store.Store, reg Registry, cfg Config, log *slog.Logger, obs Observer) *Sweeper {
 	cfg.setDefaults()
 	s := &Sweeper{store: st, reg: reg, cfg: cfg, log: log.With("component", "sweep"), obs: obs}
-	if effects := claimable(reg, cfg.Skip); effects != nil {
-		s.claim = &store.ClaimFilter{Effects: effects}
-	}
+	s.claim = &store.ClaimFilter{Effects: claimable(reg, cfg.Skip)}
 	return s
 }
 

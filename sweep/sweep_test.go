@@ -184,17 +184,21 @@ func TestRunOnce(t *testing.T) {
 		}
 	})
 
-	t.Run("an unknown effect is parked with a clear last_error", func(t *testing.T) {
+	t.Run("a row whose effect this ackd does not know is left pending for one that does", func(t *testing.T) {
 		s := openStore(t, nil)
 		enqueue(t, s, 1, "teleport")
-		sw := sweep.New(s, sweep.Registry{}, sweep.Config{}, quiet(), nil)
-		res, _ := sw.RunOnce(ctx)
-		if res.Parked != 1 {
-			t.Fatalf("result %+v", res)
+		sw := sweep.New(s, sweep.Registry{"log": sweep.LogEffect(quiet())}, sweep.Config{}, quiet(), nil)
+		if res, err := sw.RunOnce(ctx); err != nil || res.Claimed != 0 {
+			t.Fatalf("result %+v err %v: a row of an unknown effect was claimed", res, err)
 		}
-		rows, _ := s.List(ctx, store.StatusParked, 10)
-		if len(rows) != 1 || !contains(rows[0].LastError, `no performer for effect "teleport"`) {
-			t.Fatalf("parked rows %+v", rows)
+		row, _ := s.GetByKey(ctx, "Ev0:r")
+		if row.Status != store.StatusPending || row.ClaimToken != "" || row.Attempts != 0 {
+			t.Fatalf("row %+v, want pending and untouched", row)
+		}
+		// A process that knows the effect performs it.
+		known := sweep.Registry{"teleport": sweep.LogEffect(quiet())}
+		if res, err := sweep.New(s, known, sweep.Config{}, quiet(), nil).RunOnce(ctx); err != nil || res.Done != 1 {
+			t.Fatalf("result %+v err %v from the process that knows the effect", res, err)
 		}
 	})
 
