@@ -151,13 +151,9 @@ func (s *Server) readAndVerify(w http.ResponseWriter, r *http.Request, endpoint 
 	return h(ctx, request{r: r, body: body, start: start}), release
 }
 
-func (s *Server) logAnswer(endpoint string, r *http.Request, a answer, took time.Duration) {
-	s.metrics.requests.WithLabelValues(endpoint, strconv.Itoa(a.status)).Inc()
-	s.metrics.ackLatency.WithLabelValues(endpoint, a.outcome).Observe(took.Seconds())
-	attrs := []slog.Attr{
-		slog.String("endpoint", endpoint), slog.Int("status", a.status), slog.String("outcome", a.outcome),
-		slog.Float64("latency_ms", float64(took.Microseconds())/1000),
-	}
+// logAttrs appends what both ingresses log of an answer: its id, type,
+// reason and route count, each when set.
+func (a answer) logAttrs(attrs []slog.Attr) []slog.Attr {
 	if a.id != "" {
 		attrs = append(attrs, slog.String("event_id", a.id))
 	}
@@ -170,6 +166,17 @@ func (s *Server) logAnswer(endpoint string, r *http.Request, a answer, took time
 	if a.routes > 0 {
 		attrs = append(attrs, slog.Int("routes", a.routes))
 	}
+	return attrs
+}
+
+func (s *Server) logAnswer(endpoint string, r *http.Request, a answer, took time.Duration) {
+	s.metrics.requests.WithLabelValues(endpoint, strconv.Itoa(a.status)).Inc()
+	s.metrics.ackLatency.WithLabelValues(endpoint, a.outcome).Observe(took.Seconds())
+	attrs := []slog.Attr{
+		slog.String("endpoint", endpoint), slog.Int("status", a.status), slog.String("outcome", a.outcome),
+		slog.Float64("latency_ms", float64(took.Microseconds())/1000),
+	}
+	attrs = a.logAttrs(attrs)
 	// Slack's retry headers are logged for the operator; they never decide.
 	if n := r.Header.Get("X-Slack-Retry-Num"); n != "" {
 		attrs = append(attrs, slog.String("retry_num", n), slog.String("retry_reason", r.Header.Get("X-Slack-Retry-Reason")))

@@ -662,18 +662,7 @@ func (si *socketIngress) logEnvelope(c *sockConn, f socketFrame, a answer, acked
 		slog.Bool("acked", acked), slog.Int64("conn", c.id), slog.String("envelope_id", f.EnvelopeID),
 		slog.Float64("latency_ms", float64(took.Microseconds())/1000),
 	}
-	if a.id != "" {
-		attrs = append(attrs, slog.String("event_id", a.id))
-	}
-	if a.typ != "" {
-		attrs = append(attrs, slog.String("type", a.typ))
-	}
-	if a.reason != "" {
-		attrs = append(attrs, slog.String("reason", a.reason))
-	}
-	if a.routes > 0 {
-		attrs = append(attrs, slog.Int("routes", a.routes))
-	}
+	attrs = a.logAttrs(attrs)
 	// Slack's retry fields are logged for the operator; they never decide.
 	if f.RetryAttempt > 0 {
 		attrs = append(attrs, slog.Int("retry_attempt", f.RetryAttempt), slog.String("retry_reason", f.RetryReason))
