@@ -42,7 +42,7 @@ func TestFullDiskOverHTTP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills a filesystem")
 	}
-	dir := diskfull.Mount(t, 96<<20)
+	dir := diskfull.Mount(t, 160<<20)
 	cfg := configFor(t, fullDiskConfig)
 	cfg.DB = filepath.Join(dir, "ackd.db")
 	s := startServer(t, cfg, daemon.Options{})
@@ -66,7 +66,7 @@ func TestFullDiskOverHTTP(t *testing.T) {
 	// already holds (it is reused, not regrown, after a checkpoint), so the
 	// loop goes on until enough bursts crossed the boundary part way, and a
 	// burst that fit whole makes the next one larger.
-	const minBursts, maxBursts, maxSize = 12, 40, 800
+	const minBursts, maxBursts, maxSize = 12, 40, 400
 	size := 200
 	bursts, full, mixed, acked := 0, 0, 0, 0
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: maxSize}}
@@ -134,9 +134,9 @@ func TestFullDiskOverHTTP(t *testing.T) {
 		acked += ok
 		mustIntegrityOK(t, db)
 
-		// Space is back (8 MiB: more than the -wal file, which SQLite must
+		// Space is back (8 MiB more than the -wal file, which SQLite must
 		// be able to checkpoint): the next event is acked.
-		filler.Free(t, 128)
+		filler.FreeForWAL(t, cfg.DB)
 		probe := prefix + "-probe"
 		if st := postLongMessage(t, client, s.URL, probe, 1); st != http.StatusOK {
 			t.Fatalf("burst %d: space freed, but the next event is answered %d: %v", b, st, s.Logs.Find("event_id", probe))
@@ -263,7 +263,7 @@ func TestFullDiskKeepsTheWatchdog(t *testing.T) {
 			t.Fatalf("the watchdog skipped %d pings on a full disk", n)
 		}
 
-		filler.Free(t, 128)
+		filler.FreeForWAL(t, cfg.DB)
 		if st := postLongMessage(t, client, s.URL, "EvDog-after", 1); st != http.StatusOK {
 			t.Fatalf("space is back, but the next event is answered %d", st)
 		}

@@ -161,7 +161,7 @@ func TestFullDisk(t *testing.T) {
 		t.Skip("fills a filesystem")
 	}
 	t.Run("bursts across the full boundary: every caller told the truth, and ackd records again once space is back", func(t *testing.T) {
-		dir := diskfull.Mount(t, 96<<20)
+		dir := diskfull.Mount(t, 160<<20)
 		path := filepath.Join(dir, "ackd.db")
 		s := mustOpen(t, path, store.Options{})
 		db := rawDB(t, path)
@@ -180,7 +180,7 @@ func TestFullDisk(t *testing.T) {
 		// checkpoint), so the loop goes on until enough bursts crossed the
 		// boundary part way, and a burst that fit whole makes the next one
 		// larger.
-		const minBursts, maxBursts, maxSize = 12, 40, 1200
+		const minBursts, maxBursts, maxSize = 12, 40, 600
 		size := 300
 		bursts, full, mixed, recorded := 0, 0, 0, 0
 		for b := 0; b < maxBursts && (b < minBursts || full < minBursts/3 || mixed < minBursts/6); b++ {
@@ -206,9 +206,9 @@ func TestFullDisk(t *testing.T) {
 			recorded += n
 			mustIntegrity(t, db)
 
-			// Space is back (8 MiB: more than the -wal file, which SQLite
+			// Space is back (8 MiB more than the -wal file, which SQLite
 			// must be able to checkpoint): the next intent commits.
-			filler.Free(t, 128)
+			filler.FreeForWAL(t, path)
 			probe := prefix + "-probe"
 			if _, err := s.RecordIntent(context.Background(), faultIntent(rand.New(rand.NewPCG(1, 1)), probe)); err != nil {
 				t.Fatalf("burst %d: space freed, but a new intent still fails: %v", b, err)
