@@ -1,8 +1,6 @@
 package daemon_test
 
 import (
-	"bufio"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,91 +11,14 @@ import (
 
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/fakeslack"
+	"github.com/ackd/ackd/internal/sqlitelock"
 )
 
 // Tests for a database ackd cannot write: another process holding the write
 // lock past the ack budget, and a read-only file.
 
-// lockHolder is a sqlite3 CLI process holding the database write lock.
-type lockHolder struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	done  chan error
-}
-
-// lockHold starts `sqlite3 db`, takes the write lock with BEGIN IMMEDIATE
-// and returns once the CLI says it holds it. The process is killed at
-// cleanup unless Release ended it first.
-func lockHold(tb testing.TB, db string) *lockHolder {
-	tb.Helper()
-	bin, err := exec.LookPath("sqlite3")
-	if err != nil {
-		tb.Skip("sqlite3 CLI not found; it is needed to hold the write lock from another process (CI installs it: apt-get install sqlite3)")
-	}
-	cmd := exec.Command(bin, "-bail", db)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	h := &lockHolder{cmd: cmd, stdin: stdin, done: make(chan error, 1)}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		h.done <- cmd.Wait()
-	}()
-	tb.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-h.done
-	})
-	// The daemon may hold the lock for a moment (a sweep): wait for it.
-	if _, err := io.WriteString(stdin, ".timeout 10000\nBEGIN IMMEDIATE;\nSELECT 'locked';\n"); err != nil {
-		tb.Fatal(err)
-	}
-	select {
-	case line := <-lines:
-		if line != "locked" {
-			tb.Fatalf("sqlite3 said %q, want locked; stderr: %s", line, stderr.String())
-		}
-	case err := <-h.done:
-		tb.Fatalf("sqlite3 exited before taking the lock: %v; stderr: %s", err, stderr.String())
-	case <-time.After(20 * time.Second):
-		tb.Fatalf("sqlite3 did not take the write lock; stderr: %s", stderr.String())
-	}
-	return h
-}
-
-// Release commits the empty transaction and waits for the process to exit.
-func (h *lockHolder) Release(tb testing.TB) {
-	tb.Helper()
-	if _, err := io.WriteString(h.stdin, "COMMIT;\n.quit\n"); err != nil {
-		tb.Fatal(err)
-	}
-	_ = h.stdin.Close()
-	select {
-	case err := <-h.done:
-		h.done <- err // for the cleanup
-		if err != nil {
-			tb.Fatalf("sqlite3: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		tb.Fatal("sqlite3 did not exit after COMMIT")
-	}
-}
+// lockHold holds the database's write lock from a sqlite3 process.
+func lockHold(tb testing.TB, db string) *sqlitelock.Holder { return sqlitelock.Hold(tb, db) }
 
 func lockGetHealth(tb testing.TB, s *testServer) response {
 	tb.Helper()

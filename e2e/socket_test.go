@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"database/sql"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,7 +15,7 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/internal/fakeslack"
-	"github.com/ackd/ackd/internal/testreq"
+	"github.com/ackd/ackd/internal/sqlitelock"
 )
 
 // Socket Mode end to end: the real binary against internal/fakeslack's
@@ -541,66 +539,5 @@ func pollUntil(timeout time.Duration, cond func() bool) bool {
 	return true
 }
 
-// lockHold starts `sqlite3 db` holding the write lock (BEGIN IMMEDIATE)
-// from another process; Release commits and ends it.
-type lockHolder struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	done  chan error
-}
-
-func lockHold(t *testing.T, db string) *lockHolder {
-	t.Helper()
-	bin, err := exec.LookPath("sqlite3")
-	testreq.Need(t, err == nil, "the sqlite3 CLI holds the write lock from another process (apt-get install sqlite3)")
-	cmd := exec.Command(bin, "-bail", db)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h := &lockHolder{cmd: cmd, stdin: stdin, done: make(chan error, 1)}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		h.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-h.done
-	})
-	if _, err := io.WriteString(stdin, ".timeout 10000\nBEGIN IMMEDIATE;\nSELECT 'locked';\n"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case line := <-lines:
-		if line != "locked" {
-			t.Fatalf("sqlite3 said %q", line)
-		}
-	case err := <-h.done:
-		t.Fatalf("sqlite3 exited: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("sqlite3 did not take the write lock")
-	}
-	return h
-}
-
-func (h *lockHolder) Release(t *testing.T) {
-	t.Helper()
-	if _, err := io.WriteString(h.stdin, "COMMIT;\n.quit\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = h.stdin.Close()
-	select {
-	case err := <-h.done:
-		h.done <- err
-	case <-time.After(10 * time.Second):
-		t.Fatal("sqlite3 did not exit after COMMIT")
-	}
-}
+// lockHold holds the database's write lock from a sqlite3 process.
+func lockHold(t *testing.T, db string) *sqlitelock.Holder { return sqlitelock.Hold(t, db) }
