@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -193,6 +192,8 @@ func (s *Store) committer() {
 		}
 		s.commitBatch(batch)
 		clear(batch)
+		s.ckpt.committed()
+		s.ckpt.restart(s.w)
 	}
 }
 
@@ -221,7 +222,13 @@ func (s *Store) commitBatch(batch []*op) {
 	if live > 0 {
 		// The transaction outlives any one caller's deadline on purpose: a
 		// commit after a caller gave up is harmless, a torn batch is not.
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.BusyTimeout+30*time.Second)
+		// Its context is never done: for a context that can end, the driver
+		// starts a goroutine per statement to watch it (with five statements
+		// an intent, a tenth of the writer's time at saturation, measured),
+		// and nothing here needs interrupting. A BEGIN waiting for another
+		// process's write lock gives up after busy_timeout; the statements
+		// are small (pruning runs in slices).
+		ctx := context.Background()
 		run := func(savepoints bool) error {
 			return s.inTx(ctx, func(tx *sql.Tx) error {
 				// The clock is read once the write lock is held, never
@@ -271,7 +278,6 @@ func (s *Store) commitBatch(batch []*op) {
 			}
 			err = run(true)
 		}
-		cancel()
 		if err != nil {
 			// Nothing of this batch was committed: begin or commit failed,
 			// or the transaction was lost.
