@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -198,7 +199,8 @@ func secrets(signing bool) (daemon.Secrets, error) {
 }
 
 func serveCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var cpuProfile string
+	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: Slack ingress, sweep ticker, pruner, /healthz, /metrics",
 		Long: "Run the daemon: Slack ingress (/slack/events, /slack/commands, /slack/interactivity),\n" +
@@ -226,6 +228,17 @@ func serveCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			if err := srv.Open(ctx); err != nil {
@@ -236,6 +249,9 @@ func serveCmd(g *globals) *cobra.Command {
 			return srv.Close()
 		},
 	}
+	c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file until shutdown")
+	_ = c.Flags().MarkHidden("cpuprofile")
+	return c
 }
 
 func sweepCmd(g *globals) *cobra.Command {
@@ -437,15 +453,24 @@ func outboxCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "last error\t%s\nresult\t%s\n", lastError(r), r.Result)
 				w.Flush()
 				fmt.Fprintln(g.stdout, "payload:")
-				var pretty map[string]any
-				if json.Unmarshal([]byte(r.Payload), &pretty) == nil {
-					redactSecrets(pretty)
-					enc := json.NewEncoder(g.stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(pretty)
+				printRedacted(g.stdout, []byte(r.Payload))
+				if r.RequestID != "" {
+					if r.Request == nil {
+						fmt.Fprintf(g.stdout, "request:\n(%s: no longer stored)\n", r.RequestID)
+						return nil
+					}
+					// What the effect is performed from: the envelope, the
+					// command form as JSON, or the interaction payload.
+					var p sweep.Payload
+					_ = json.Unmarshal([]byte(r.Payload), &p)
+					fmt.Fprintf(g.stdout, "request (%s, %d bytes, stored once for %s):\n", r.Request.ContentType, len(r.Request.Body), r.RequestID)
+					if raw := sweep.RequestRaw(p.Source, r.Request); raw != nil {
+						printRedacted(g.stdout, raw)
+					} else {
+						fmt.Fprintln(g.stdout, "(not shown: it does not parse)")
+					}
 				}
-				_, err = fmt.Fprintln(g.stdout, r.Payload)
-				return err
+				return nil
 			})
 		},
 	}
@@ -657,6 +682,20 @@ func versionCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(g.stdout, "ackd", v)
 		},
 	}
+}
+
+// printRedacted prints a JSON document indented, with redactSecrets applied;
+// anything that is not a JSON object is printed as it is.
+func printRedacted(w io.Writer, doc []byte) {
+	var pretty map[string]any
+	if json.Unmarshal(doc, &pretty) == nil {
+		redactSecrets(pretty)
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(pretty)
+		return
+	}
+	fmt.Fprintln(w, string(doc))
 }
 
 // redactSecrets hides, at any depth of a stored payload, what an operator's

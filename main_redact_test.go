@@ -67,8 +67,8 @@ text    = "done"
 		t.Errorf("outbox show printed Slack's verification token:\n%s", show)
 	}
 	host := strings.TrimPrefix(hook.URL, "http://")
-	if n := strings.Count(show, `"response_url": "http://`+host+`/(redacted)"`); n < 2 {
-		t.Errorf("outbox show names the response_url's host %d times, want it in facts and raw:\n%s", n, show)
+	if n := strings.Count(show, `"response_url": "http://`+host+`/(redacted)"`); n < 1 {
+		t.Errorf("outbox show names the response_url's host %d times, want it in the facts:\n%s", n, show)
 	}
 	if !strings.Contains(show, `"command": "/deploy"`) {
 		t.Errorf("outbox show lost the rest of the payload:\n%s", show)

@@ -183,16 +183,7 @@ func (c Command) Facts(opID string) sweep.Facts {
 
 // RawJSON is the form as a JSON object of strings (first value of each
 // field), the shape forwarded to a team's handler.
-func (c Command) RawJSON() json.RawMessage {
-	m := make(map[string]string, len(c.Form))
-	for k, v := range c.Form {
-		if len(v) > 0 {
-			m[k] = v[0]
-		}
-	}
-	b, _ := json.Marshal(m) // a map of strings always marshals
-	return b
-}
+func (c Command) RawJSON() json.RawMessage { return sweep.FormJSON(c.Form) }
 
 // Interaction is an interactivity request: the form field "payload" holding JSON.
 type Interaction struct {

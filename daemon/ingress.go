@@ -245,7 +245,7 @@ func (s *Server) handleEvents(ctx context.Context, req request) answer {
 		return a
 	case "event_callback":
 		a.typ = env.Inner.Type
-		rows, ignored, err := s.cfg.eventRows(env, req.body)
+		rows, ignored, err := s.cfg.eventRows(env)
 		if err != nil {
 			a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeFailed, err
 			return a
@@ -290,11 +290,11 @@ func (s *Server) handleCommand(ctx context.Context, req request) answer {
 		a.body, a.ctype = ephemeral(s.cfg.Commands.UnhandledText), "application/json"
 		return a
 	}
-	facts, raw := cmd.Facts(opID), cmd.RawJSON()
+	facts := cmd.Facts(opID)
 	in := store.Intent{EventID: opID, EventType: "command " + cmd.Command}
 	ackText := ""
 	for _, r := range routes {
-		row, err := r.row(opID+":"+r.Name, sweep.SourceCommand, facts, raw)
+		row, err := r.row(opID+":"+r.Name, sweep.SourceCommand, facts)
 		if err != nil {
 			a.outcome, a.err = outcomeFailed, err
 			break
@@ -341,7 +341,7 @@ func (s *Server) handleInteraction(ctx context.Context, req request) answer {
 	in := store.Intent{EventID: opID, EventType: "interaction " + ix.Type}
 	inline := -1 // the row whose first attempt runs before the answer
 	for i, r := range routes {
-		row, err := r.row(opID+":"+r.Name, sweep.SourceInteraction, ix.Facts(opID, actions[i]), ix.Raw)
+		row, err := r.row(opID+":"+r.Name, sweep.SourceInteraction, ix.Facts(opID, actions[i]))
 		if err != nil {
 			a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeFailed, err
 			return a

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
@@ -23,7 +24,7 @@ func messageLike(t string) bool { return t == "message" || t == "app_mention" }
 
 // eventRows applies the filters and routes to an event_callback. It returns
 // the outbox rows to enqueue, or the reason the event is ignored.
-func (c *Config) eventRows(env Envelope, body []byte) ([]store.NewRow, string, error) {
+func (c *Config) eventRows(env Envelope) ([]store.NewRow, string, error) {
 	in := env.Inner
 	f := c.Filter
 	if len(f.Channels) > 0 && in.Channel != "" && !slices.Contains(f.Channels, in.Channel) {
@@ -55,7 +56,7 @@ func (c *Config) eventRows(env Envelope, body []byte) ([]store.NewRow, string, e
 		if r.Key == "message" && messageLike(in.Type) && in.Channel != "" && in.TS != "" {
 			key = in.Channel + ":" + in.TS + ":" + r.Name
 		}
-		row, err := r.row(key, sweep.SourceEvent, facts, body)
+		row, err := r.row(key, sweep.SourceEvent, facts)
 		if err != nil {
 			return nil, "", err
 		}
@@ -115,13 +116,16 @@ func (c *Config) interactionRoutes(ix Interaction) ([]*Route, []Action) {
 	return routes, actions
 }
 
-// row builds the outbox row a route makes for one request. A redeliver row
-// carries no copy of the request: it names the one stored with the intent
-// (store.Intent.Request, keyed by facts.EventID).
-func (r *Route) row(key, source string, facts sweep.Facts, raw []byte) (store.NewRow, error) {
+// row builds the outbox row a route makes for one request. No row carries a
+// copy of the request: one whose effect needs it (redeliver, forward, a
+// template over .Event) names the one stored with the intent
+// (store.Intent.Request, keyed by facts.EventID, once however many routes
+// need it), and the sweep gets it back with the claimed row. The others
+// carry only the facts and parameters they are performed from.
+func (r *Route) row(key, source string, facts sweep.Facts) (store.NewRow, error) {
 	reqID := ""
-	if r.Effect == "redeliver" {
-		reqID, raw = facts.EventID, nil
+	if r.needsRequest() {
+		reqID = facts.EventID
 	}
 	p := sweep.Payload{
 		Route:     r.Name,
@@ -133,9 +137,6 @@ func (r *Route) row(key, source string, facts sweep.Facts, raw []byte) (store.Ne
 		},
 		Facts: facts,
 	}
-	if raw != nil {
-		p.Raw = json.RawMessage(raw)
-	}
 	if r.Blocks != "" {
 		p.Params.Blocks = json.RawMessage(r.Blocks)
 	}
@@ -144,6 +145,21 @@ func (r *Route) row(key, source string, facts sweep.Facts, raw []byte) (store.Ne
 		return store.NewRow{}, err
 	}
 	return store.NewRow{Key: key, Effect: r.Effect, Payload: s, RequestID: reqID}, nil
+}
+
+// needsRequest reports whether the route's rows are performed from Slack's
+// request itself: redeliver sends its bytes, forward its envelope, and a
+// template naming .Event reads the inner event.
+func (r *Route) needsRequest() bool {
+	if r.Effect == "redeliver" || r.Effect == "forward" {
+		return true
+	}
+	for _, t := range []string{r.Text, r.ToChannel, r.TS} {
+		if strings.Contains(t, ".Event") {
+			return true
+		}
+	}
+	return false
 }
 
 // withRequest adds Slack's exact bytes to an intent when one of its rows

@@ -65,6 +65,23 @@ type CompareOptions struct {
 	SweepBatch int
 	// Drain bounds the wait, after the load, for the outbox to empty (0: 2m).
 	Drain time.Duration
+	// Routes is how many dry-run log routes every event matches, each its
+	// own outbox row (0: 1).
+	Routes int
+}
+
+func (o CompareOptions) routes() int { return max(o.Routes, 1) }
+
+// routeTOML is the servers' routes: o.routes() log routes matching every event.
+func (o CompareOptions) routeTOML() string {
+	if o.routes() == 1 {
+		return "[[route]]\nname = \"log-every-event\"\nevent = \"*\"\neffect = \"log\"\n"
+	}
+	var b strings.Builder
+	for i := range o.routes() {
+		fmt.Fprintf(&b, "[[route]]\nname = \"log-every-event-%d\"\nevent = \"*\"\neffect = \"log\"\n\n", i+1)
+	}
+	return b.String()
 }
 
 // compareServer is one of the three servers measured.
@@ -162,6 +179,7 @@ type CompareReport struct {
 	Machine CompareMachine `json:"machine"`
 	Mode    string         `json:"mode"` // "open loop, 2000/s for 30s, ..." in words
 	Seed    int64          `json:"seed"`
+	Routes  int            `json:"routes"` // outbox rows per event (dry-run log routes)
 	Rows    []CompareRow   `json:"rows"`
 	OK      bool           `json:"ok"`                 // every database check passed and every child exited 0
 	KeptDir string         `json:"kept_dir,omitempty"` // with --keep: databases, configs, server logs
@@ -182,7 +200,7 @@ func RunCompare(ctx context.Context, o CompareOptions) (CompareReport, error) {
 		defer os.RemoveAll(dir)
 	}
 	absDir, _ := filepath.Abs(dir)
-	rep := CompareReport{Command: o.Command, Machine: machineInfo(filepath.Dir(absDir)), Seed: o.Load.Seed, OK: true}
+	rep := CompareReport{Command: o.Command, Machine: machineInfo(filepath.Dir(absDir)), Seed: o.Load.Seed, Routes: o.routes(), OK: true}
 	if o.Keep {
 		rep.KeptDir = absDir
 	}
@@ -268,7 +286,7 @@ func (o CompareOptions) measure(ctx context.Context, dir, secret string, s compa
 	}
 	var args []string
 	var cfgPath, dbPath string
-	const route = "[[route]]\nname = \"log-every-event\"\nevent = \"*\"\neffect = \"log\"\n"
+	route := o.routeTOML()
 	switch {
 	case s.Replicas > 0:
 		u, drop, err := freshSchema(ctx, o.Postgres)
@@ -362,7 +380,7 @@ func (o CompareOptions) measure(ctx context.Context, dir, secret string, s compa
 		}
 	}
 	if s.hasDB() {
-		row.RowsAcked = len(res.EventIDs) // one route: one row per acked event
+		row.RowsAcked = len(res.EventIDs) * o.routes() // one row per route and acked event
 		q, err := scrapeOutbox(ctx, metricsURL)
 		if err != nil {
 			return row, err
@@ -481,7 +499,7 @@ func dbSize(path string) int64 {
 // checkDB opens the server's database through o.OpenDB (the way `ackd bench`
 // does: the server's config, store.Open) and checks that every acked event
 // has its receipt and outbox row, and that duplicates added nothing: one
-// receipt per event and, with the one route, one row per receipt.
+// receipt per event and one row per receipt and route.
 func (o CompareOptions) checkDB(ctx context.Context, cfgPath, dbPath string, res BenchResult, prefilled bool) (CompareCheck, error) {
 	st, err := o.OpenDB(ctx, cfgPath, dbPath)
 	if err != nil {
@@ -504,7 +522,7 @@ func (o CompareOptions) checkDB(ctx context.Context, cfgPath, dbPath string, res
 			return CompareCheck{}, err
 		}
 	}
-	return judgeCompareDB(res, ev, stats, pre.Receipts, pre.WithRows), nil
+	return judgeCompareDB(res, ev, stats, pre.Receipts, pre.WithRows, o.routes()), nil
 }
 
 // prefillIDs are the event ids a PrefillDB writes (PrefillID).
@@ -522,7 +540,7 @@ func PrefillID(i int) string {
 	return (&eventGen{key: idKey("PREFILL")}).id(int64(i))
 }
 
-func judgeCompareDB(res BenchResult, ev store.EventCheck, stats store.Stats, prefillReceipts, prefillRows int) CompareCheck {
+func judgeCompareDB(res BenchResult, ev store.EventCheck, stats store.Stats, prefillReceipts, prefillRows, routes int) CompareCheck {
 	c := CompareCheck{
 		AckedEvents: len(res.EventIDs), WithReceipt: ev.Receipts, WithRow: ev.WithRows,
 		Receipts: stats.Receipts, Rows: stats.Pending + stats.Done + stats.Parked, Parked: stats.Parked,
@@ -544,8 +562,8 @@ func judgeCompareDB(res BenchResult, ev store.EventCheck, stats store.Stats, pre
 	if c.Receipts < int64(c.AckedEvents) || c.Receipts > int64(res.Unique) {
 		bad("%d receipts for %d acked of %d distinct events sent", c.Receipts, c.AckedEvents, res.Unique)
 	}
-	if c.Rows != c.Receipts {
-		bad("%d outbox rows for %d receipts with one route: a duplicate added a row or an event lost its row", c.Rows, c.Receipts)
+	if c.Rows != c.Receipts*int64(routes) {
+		bad("%d outbox rows for %d receipts with %d route(s): a duplicate added a row or an event lost its row", c.Rows, c.Receipts, routes)
 	}
 	if c.Parked != 0 {
 		bad("%d rows parked: the log effect cannot fail", c.Parked)
@@ -908,7 +926,8 @@ func (r CompareReport) WriteTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "machine: %s; kernel %s; %s; databases in %s\n", cpu, kernel, m.GoVersion, fs)
 	fmt.Fprintf(w, "command: %s\n", r.Command)
-	fmt.Fprintf(w, "load:    %s; seed %d; same load for every server, one server at a time\n\n", r.Mode, r.Seed)
+	fmt.Fprintf(w, "load:    %s; seed %d; same load for every server, one server at a time\n", r.Mode, r.Seed)
+	fmt.Fprintf(w, "routes:  %d dry-run log route(s) per event, each its own outbox row\n\n", max(r.Routes, 1))
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "config   \tsent\tnon-2xx\terrors\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tachieved/s\tpeak RSS MiB\tp99 vs ceiling\tthroughput vs ceiling\t")

@@ -20,17 +20,20 @@ func TestJudgeCompareDB(t *testing.T) {
 		ev      store.EventCheck
 		st      store.Stats
 		problem string // "" = passes
+		routes  int    // 0: 1
 	}{
-		{"every acked event with receipt and row passes", good, stats(3, 1, 2, 0), ""},
-		{"an acked event without a receipt fails", store.EventCheck{Receipts: 2, WithRows: 2, Missing: []string{"E2"}}, stats(2, 2, 0, 0), "have no receipt"},
-		{"an acked event without an outbox row fails", store.EventCheck{Receipts: 3, WithRows: 2}, stats(3, 2, 0, 0), "have no outbox row"},
-		{"a duplicate that added a row fails", good, stats(3, 4, 0, 0), "a duplicate added a row"},
-		{"more receipts than events sent fails", good, stats(4, 4, 0, 0), "4 receipts"},
-		{"a parked row fails", good, stats(3, 2, 0, 1), "parked"},
+		{"every acked event with receipt and row passes", good, stats(3, 1, 2, 0), "", 0},
+		{"an acked event without a receipt fails", store.EventCheck{Receipts: 2, WithRows: 2, Missing: []string{"E2"}}, stats(2, 2, 0, 0), "have no receipt", 0},
+		{"an acked event without an outbox row fails", store.EventCheck{Receipts: 3, WithRows: 2}, stats(3, 2, 0, 0), "have no outbox row", 0},
+		{"a duplicate that added a row fails", good, stats(3, 4, 0, 0), "a duplicate added a row", 0},
+		{"more receipts than events sent fails", good, stats(4, 4, 0, 0), "4 receipts", 0},
+		{"a parked row fails", good, stats(3, 2, 0, 1), "parked", 0},
+		{"two routes: two rows per receipt pass", good, stats(3, 2, 4, 0), "", 2},
+		{"two routes: one row per receipt fails", good, stats(3, 1, 2, 0), "with 2 route(s)", 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := judgeCompareDB(res, tt.ev, tt.st, 0, 0)
+			c := judgeCompareDB(res, tt.ev, tt.st, 0, 0, max(tt.routes, 1))
 			got := strings.Join(c.Problems, "; ")
 			switch {
 			case tt.problem == "" && !c.OK():

@@ -84,6 +84,8 @@ type Store interface {
 	// Fail records a failed attempt if token still holds the row.
 	Fail(ctx context.Context, id int64, token string, kind FailKind, msg string, retryAfter time.Duration) (FailResult, error)
 
+	// Get and GetByKey return one row, with Row.Request filled in when the
+	// row names a stored request that is still there; ErrNotFound if none.
 	Get(ctx context.Context, id int64) (Row, error)
 	GetByKey(ctx context.Context, key string) (Row, error)
 	List(ctx context.Context, status string, limit int) ([]Row, error)

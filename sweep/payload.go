@@ -3,14 +3,21 @@ package sweep
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
+
+	"github.com/ackd/ackd/store"
 )
 
-// Payload is the JSON stored in outbox.payload. It carries everything needed
-// to perform the effect, so `ackd sweep --once` needs no routes: the route's
-// effect parameters, the facts of the Slack request that produced it, and the
-// raw request (envelope, command form or interaction payload) for forward.
+// Payload is the JSON stored in outbox.payload. With the stored request its
+// row names (store.Row.Request), it carries everything needed to perform the
+// effect, so `ackd sweep --once` needs no routes: the route's effect
+// parameters and the facts of the Slack request that produced it. Raw, the
+// request as forward sends it (envelope, command form or interaction
+// payload), is not stored in the row: the sweep fills it in from the stored
+// request (RequestRaw). Only a follow-up's reply and rows recorded by older
+// versions of ackd carry it in the payload.
 type Payload struct {
 	Route     string          `json:"route"`
 	Source    string          `json:"source"` // SourceEvent, SourceCommand, SourceInteraction, SourceReply
@@ -63,6 +70,47 @@ type Facts struct {
 	TriggerID   string          `json:"trigger_id,omitempty"`
 	ResponseURL string          `json:"response_url,omitempty"`
 	Event       json.RawMessage `json:"event,omitempty"` // the raw inner event (Events API)
+}
+
+// RequestRaw is Payload.Raw of a row performed from Slack's stored request
+// (store.Row.Request): an event's envelope is the body itself, a command's
+// form becomes a JSON object of strings (FormJSON), an interaction is its
+// payload field. It is nil when req is nil or does not parse. The sweep
+// fills Payload.Raw with it for a row that carries no copy: rows recorded
+// by older versions of ackd carry their own, which is used as it is.
+func RequestRaw(source string, req *store.Request) json.RawMessage {
+	if req == nil {
+		return nil
+	}
+	switch source {
+	case SourceEvent:
+		return json.RawMessage(req.Body)
+	case SourceCommand, SourceInteraction:
+		form, err := url.ParseQuery(string(req.Body))
+		if err != nil {
+			return nil
+		}
+		if source == SourceCommand {
+			return FormJSON(form)
+		}
+		if p := form.Get("payload"); p != "" {
+			return json.RawMessage(p)
+		}
+	}
+	return nil
+}
+
+// FormJSON is a form as a JSON object of strings (the first value of each
+// field): the shape a slash command is forwarded in.
+func FormJSON(form url.Values) json.RawMessage {
+	m := make(map[string]string, len(form))
+	for k, v := range form {
+		if len(v) > 0 {
+			m[k] = v[0]
+		}
+	}
+	b, _ := json.Marshal(m) // a map of strings always marshals
+	return b
 }
 
 // Timeout is the effect's deadline, or def when the payload names none.

@@ -270,6 +270,9 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 		effErr = &Failure{Class: Permanent, Code: "unknown_effect",
 			Err: fmt.Errorf("no performer for effect %q in this ackd", row.Effect)}
 	default:
+		if len(p.Raw) == 0 && row.Request != nil && row.Effect != "redeliver" {
+			p.Raw = RequestRaw(p.Source, row.Request)
+		}
 		job.Payload = p
 		// The effect's deadline stays inside the lease, so a row is never
 		// performed twice at once because its effect overran the lease.

@@ -319,7 +319,7 @@ func (s *Store) Get(ctx context.Context, id int64) (store.Row, error) {
 	if err != nil {
 		return store.Row{}, fmt.Errorf("get outbox row %d: %w", id, s.classify(ctx, err))
 	}
-	return r, nil
+	return s.withRequest(ctx, r)
 }
 
 // GetByKey returns one row by idempotency key, or store.ErrNotFound.
@@ -330,6 +330,24 @@ func (s *Store) GetByKey(ctx context.Context, key string) (store.Row, error) {
 	}
 	if err != nil {
 		return store.Row{}, fmt.Errorf("get outbox row %q: %w", key, s.classify(ctx, err))
+	}
+	return s.withRequest(ctx, r)
+}
+
+// withRequest fills in r.Request for Get and GetByKey.
+func (s *Store) withRequest(ctx context.Context, r store.Row) (store.Row, error) {
+	if r.RequestID == "" {
+		return r, nil
+	}
+	var q store.Request
+	err := s.pool.QueryRow(ctx, `SELECT content_type, body FROM slack_requests WHERE event_id = $1`, r.RequestID).
+		Scan(&q.ContentType, &q.Body)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return store.Row{}, fmt.Errorf("get outbox row %d: read stored request %s: %w", r.ID, r.RequestID, s.classify(ctx, err))
+	default:
+		r.Request = &q
 	}
 	return r, nil
 }

@@ -386,7 +386,7 @@ func (s *Store) Get(ctx context.Context, id int64) (Row, error) {
 	if err != nil {
 		return Row{}, fmt.Errorf("get outbox row %d: %w", id, err)
 	}
-	return r, nil
+	return s.withRequest(ctx, r)
 }
 
 // GetByKey returns one row by idempotency key, or ErrNotFound.
@@ -397,6 +397,24 @@ func (s *Store) GetByKey(ctx context.Context, key string) (Row, error) {
 	}
 	if err != nil {
 		return Row{}, fmt.Errorf("get outbox row %q: %w", key, err)
+	}
+	return s.withRequest(ctx, r)
+}
+
+// withRequest fills in r.Request for Get and GetByKey.
+func (s *Store) withRequest(ctx context.Context, r Row) (Row, error) {
+	if r.RequestID == "" {
+		return r, nil
+	}
+	var q store.Request
+	err := s.r.QueryRowContext(ctx, `SELECT content_type, body FROM slack_requests WHERE event_id = ?`, r.RequestID).
+		Scan(&q.ContentType, &q.Body)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return Row{}, fmt.Errorf("get outbox row %d: read stored request %s: %w", r.ID, r.RequestID, err)
+	default:
+		r.Request = &q
 	}
 	return r, nil
 }
