@@ -193,6 +193,13 @@ type Options struct {
 	Schema string
 	// MaxBatch caps how many ops one group commit carries (default 256).
 	MaxBatch int
+	// PruneShare (SQLite) is the largest share of the writer's time pruning
+	// takes while acks are being recorded: after a slice that took d, while
+	// intents were committed meanwhile, Prune waits d×(1/PruneShare − 1)
+	// (at most a second) before the next one. With no acks arriving (an
+	// idle daemon, a hand-run `ackd prune`) slices run back to back.
+	// Default 0.2; 1 never waits.
+	PruneShare float64
 	// MustExist refuses to create a missing database (inspection commands
 	// must not leave an empty database behind a mistyped path).
 	MustExist bool
@@ -233,6 +240,9 @@ func (o Options) WithDefaults() (Options, error) {
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
+	}
+	if o.PruneShare <= 0 || o.PruneShare > 1 {
+		o.PruneShare = 0.2
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -1,7 +1,15 @@
 package sqlite
 
+import (
+	"context"
+	"time"
+)
+
 // The statements whose query plans the tests read.
 const (
 	ClaimSQL         = claimSQL
 	CompleteBatchSQL = completeBatchSQL
 )
+
+// SetPruneSleep replaces the wait between prune slices (see prunePause).
+func (s *Store) SetPruneSleep(f func(ctx context.Context, d time.Duration) error) { s.pruneSleep = f }

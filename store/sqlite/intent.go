@@ -54,6 +54,7 @@ func (s *Store) RecordIntent(ctx context.Context, in Intent) (first bool, err er
 	if err != nil {
 		return false, fmt.Errorf("record intent %s: %w", in.EventID, classify(err))
 	}
+	s.intents.Add(1)
 	return verdict, nil
 }
 

@@ -47,6 +47,9 @@ type Store struct {
 
 	ckpt *checkpointer // checkpoints off the writer (checkpoint.go)
 
+	intents    atomic.Int64                                     // intents committed (prune.go paces itself by them)
+	pruneSleep func(ctx context.Context, d time.Duration) error // tests: replaces prunePause's timer
+
 	busy atomic.Int64 // SQLITE_BUSY / SQLITE_LOCKED errors seen
 	lost atomic.Int64 // write transactions lost in a row (group.go); 0 when writes work
 
