@@ -459,12 +459,25 @@ func (s *Server) every(d time.Duration, fn func()) {
 // immediateLoop runs the sweep right after first deliveries. It drains
 // while sweeps come back full, so a burst is worked off without waiting for
 // the ticker, and sweeps once more for follow-ups (a forward's reply). It is an optimisation: without it the ticker delivers all.
+// immediateGather is how long the immediate sweep waits after a first
+// delivery for others to arrive before it claims.
+const immediateGather = 5 * time.Millisecond
+
 func (s *Server) immediateLoop() {
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-s.kick:
+			// A few milliseconds for the acks arriving together to land, so
+			// one claim takes them all: at moderate rates a sweep per ack
+			// cost a claim and a completion commit (each with its fsync and
+			// its copies of the outbox's hot pages) per row.
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(immediateGather):
+			}
 			for s.ctx.Err() == nil {
 				res, err := s.sweepOnce(immediateLoop)
 				if err != nil {

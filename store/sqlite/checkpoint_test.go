@@ -2,12 +2,14 @@ package sqlite_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ackd/ackd/store"
 )
@@ -82,5 +84,35 @@ func TestWALStaysBoundedUnderConstantWrites(t *testing.T) {
 	}
 	if receipts != intents {
 		t.Errorf("%d receipts, want %d", receipts, intents)
+	}
+}
+
+// A small group commit waits up to CommitDelay for more ops: two acks sent
+// 20 ms apart share one commit with a long delay, and take two without one.
+func TestCommitDelayGathersNearbyAcks(t *testing.T) {
+	for _, tc := range []struct {
+		delay time.Duration
+		want  int64
+	}{{300 * time.Millisecond, 1}, {-1, 2}} {
+		t.Run(fmt.Sprint("delay ", tc.delay), func(t *testing.T) {
+			s := mustOpen(t, filepath.Join(t.TempDir(), "ackd.db"), store.Options{CommitDelay: tc.delay})
+			mustRecord(t, s, intent("Ev0", "r")) // migrations and the first commit are behind us
+			before := s.Commits()
+			var wg sync.WaitGroup
+			for i, id := range []string{"EvA", "EvB"} {
+				if i > 0 {
+					time.Sleep(20 * time.Millisecond)
+				}
+				wg.Go(func() {
+					if !mustRecord(t, s, intent(id, "r")) {
+						t.Errorf("%s: not first", id)
+					}
+				})
+			}
+			wg.Wait()
+			if got := s.Commits() - before; got != tc.want {
+				t.Errorf("the two acks took %d group commits, want %d", got, tc.want)
+			}
+		})
 	}
 }

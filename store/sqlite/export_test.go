@@ -13,3 +13,6 @@ const (
 
 // SetPruneSleep replaces the wait between prune slices (see prunePause).
 func (s *Store) SetPruneSleep(f func(ctx context.Context, d time.Duration) error) { s.pruneSleep = f }
+
+// Commits is how many group commits the committer has run.
+func (s *Store) Commits() int64 { return s.commits.Load() }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -190,11 +191,42 @@ func (s *Store) committer() {
 				break fill
 			}
 		}
+		if len(batch) < smallBatch && s.opts.CommitDelay > 0 {
+			batch = s.gather(batch)
+		}
+		s.commits.Add(1) // before its callers are answered
 		s.commitBatch(batch)
 		clear(batch)
 		s.ckpt.committed()
 		s.ckpt.restart(s.w)
 	}
+}
+
+// smallBatch: a batch of fewer ops waits up to Options.CommitDelay for more.
+// Commits of one or two intents each rewrite the tables' tail pages and pay
+// an fsync. At 2,000 acks/s (one every 500µs), measured with bench compare:
+// server CPU per request 404 µs without a delay, 321 µs with 100µs, 303 µs
+// with 200µs (the default), 270 µs with 500µs; median ack latency 1.3, 1.7,
+// 2.0 and 2.9 ms; p99 within the run-to-run noise. A saturated writer's
+// batches are larger and never wait.
+const smallBatch = 8
+
+// gather waits up to CommitDelay for more ops to join a small batch.
+func (s *Store) gather(batch []*op) []*op {
+	t := time.NewTimer(s.opts.CommitDelay)
+	defer t.Stop()
+	for len(batch) < smallBatch {
+		select {
+		case o, ok := <-s.ops:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, o)
+		case <-t.C:
+			return batch
+		}
+	}
+	return batch
 }
 
 // errOpFailed makes inTx roll back an optimistic batch in which an op failed

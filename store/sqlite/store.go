@@ -47,6 +47,7 @@ type Store struct {
 
 	ckpt *checkpointer // checkpoints off the writer (checkpoint.go)
 
+	commits    atomic.Int64                                     // group commits run (tests)
 	intents    atomic.Int64                                     // intents committed (prune.go paces itself by them)
 	pruneSleep func(ctx context.Context, d time.Duration) error // tests: replaces prunePause's timer
 
