@@ -41,6 +41,9 @@ type Config struct {
 	Listen      string `toml:"listen"`
 	DB          string `toml:"db"`
 	Synchronous string `toml:"synchronous"` // "FULL" (default) or "NORMAL"
+	// CommitDelay: how long a group commit of fewer than 8 acks waits for
+	// more (SQLite; 0, the default: none; at most 10ms).
+	CommitDelay Duration `toml:"commit_delay"`
 
 	Ack       AckConfig       `toml:"ack"`
 	Sweep     SweepConfig     `toml:"sweep"`
@@ -291,6 +294,9 @@ func (c *Config) Validate() error {
 		c.Synchronous = strings.ToUpper(c.Synchronous)
 	default:
 		bad("synchronous: %q must be FULL or NORMAL", c.Synchronous)
+	}
+	if d := c.CommitDelay.Duration; d < 0 || d > 10*time.Millisecond {
+		bad("commit_delay: %s must be between 0 and 10ms", d)
 	}
 	if b := c.Ack.Budget.Duration; b <= 0 || b >= 3*time.Second {
 		bad("ack.budget: %s must be above 0 and below Slack's 3s deadline", b)

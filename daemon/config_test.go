@@ -22,6 +22,9 @@ func TestParseRejectsWithTheProblemNamed(t *testing.T) {
 		{"unknown top-level key",
 			"listen = \"127.0.0.1:3000\"\nlisen = \"127.0.0.1:3001\"\n",
 			[]string{`unknown key "lisen"`, "line 2"}},
+		{"commit_delay above 10ms",
+			"commit_delay = \"11ms\"\n" + okRoute,
+			[]string{"commit_delay: 11ms must be between 0 and 10ms"}},
 		{"unknown key in a table",
 			"[sweep]\ninterval = \"5s\"\n\nintervall = \"5s\"\n",
 			[]string{`unknown key "sweep.intervall"`, "line 4"}},
@@ -100,6 +103,14 @@ func TestParseAccepts(t *testing.T) {
 		toml  string
 		check func(t *testing.T, c daemon.Config)
 	}{
+		{"commit_delay reaches the store", "commit_delay = \"200us\"\n", func(t *testing.T, c daemon.Config) {
+			if got := c.StoreOptions("schema", time.Now).CommitDelay; got != 200*time.Microsecond {
+				t.Errorf("store CommitDelay %s, want 200µs", got)
+			}
+			if d := daemon.Default().StoreOptions("schema", time.Now).CommitDelay; d != 0 {
+				t.Errorf("default CommitDelay %s, want 0", d)
+			}
+		}},
 		{"ack budget just under 3s", "[ack]\nbudget = \"2999ms\"\n", func(t *testing.T, c daemon.Config) {
 			if c.Ack.Budget.Duration != 2999*time.Millisecond {
 				t.Errorf("budget %s", c.Ack.Budget)

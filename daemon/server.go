@@ -149,7 +149,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 // StoreOptions maps the configuration onto the store's options.
 func (c Config) StoreOptions(schema string, now func() time.Time) store.Options {
 	return store.Options{
-		Synchronous: c.Synchronous, Now: now, Schema: schema,
+		Synchronous: c.Synchronous, CommitDelay: c.CommitDelay.Duration, Now: now, Schema: schema,
 		MaxAttempts: c.Sweep.MaxAttempts, BackoffBase: c.Sweep.Backoff.Duration, BackoffMax: c.Sweep.MaxBackoff.Duration,
 	}
 }

@@ -194,10 +194,10 @@ type Options struct {
 	// MaxBatch caps how many ops one group commit carries (default 256).
 	MaxBatch int
 	// CommitDelay (SQLite) is how long a group commit of fewer than 8 ops
-	// waits for more before it begins (default 200µs; < 0:
-	// never), like PostgreSQL's commit_delay: at moderate rates acks that
-	// arrive a few hundred microseconds apart then share one transaction,
-	// one fsync and one copy of the tables' hot pages.
+	// waits for more before it begins (default 0: it begins at once), like
+	// PostgreSQL's commit_delay: at moderate rates acks that arrive a few
+	// hundred microseconds apart then share one transaction, one fsync and
+	// one copy of the tables' hot pages.
 	CommitDelay time.Duration
 	// PruneShare (SQLite) is the largest share of the writer's time pruning
 	// takes while acks are being recorded: after a slice that took d, while
@@ -246,9 +246,6 @@ func (o Options) WithDefaults() (Options, error) {
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
-	}
-	if o.CommitDelay == 0 {
-		o.CommitDelay = 200 * time.Microsecond
 	}
 	if o.PruneShare <= 0 || o.PruneShare > 1 {
 		o.PruneShare = 0.2
