@@ -26,6 +26,23 @@ import (
 	"github.com/ackd/ackd/store"
 )
 
+// startCPUProfile writes a CPU profile to path until the returned stop is
+// called; an empty path profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 // ceilingCmd is the hidden `ackd ceiling`: the no-database reference server
 // that `ackd bench compare` measures ackd against.
 func ceilingCmd(g *globals) *cobra.Command {
@@ -50,17 +67,11 @@ func ceilingCmd(g *globals) *cobra.Command {
 			if listen == "" {
 				listen = "127.0.0.1:3000"
 			}
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
 			}
+			defer stopProfile()
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("listen %s: %w", listen, err)

@@ -35,20 +35,8 @@ func TestPrunePacesItselfWhileAcksFlow(t *testing.T) {
 			ctx := context.Background()
 			mustRecord(t, s, intent("Ev0", "r"))
 			db := rawDB(t, path)
-			tx, err := db.Begin()
-			if err != nil {
-				t.Fatal(err)
-			}
 			const old = 400
-			for i := range old {
-				if _, err := tx.Exec(`INSERT INTO slack_event_receipts VALUES (?, 'message', ?)`,
-					fmt.Sprint("Old", i), c.Now().UnixMilli()); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
+			insertOldReceipts(t, db, old, c.Now())
 			c.Advance(72 * time.Hour)
 
 			var mu sync.Mutex

@@ -409,19 +409,7 @@ func TestPruneInterleaves(t *testing.T) {
 		ctx := context.Background()
 		mustRecord(t, s, intent("Ev0", "r")) // the schema exists; now 1000 old receipts in one transaction
 		db := rawDB(t, path)
-		tx, err := db.Begin()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range 1000 {
-			if _, err := tx.Exec(`INSERT INTO slack_event_receipts VALUES (?, 'message', ?)`,
-				fmt.Sprint("Old", i), c.Now().UnixMilli()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		insertOldReceipts(t, db, 1000, c.Now())
 		c.Advance(72 * time.Hour)
 		pruned := make(chan error, 1)
 		go func() {
@@ -483,5 +471,24 @@ func TestQueryPlans(t *testing.T) {
 				t.Fatalf("plan reads the outbox table without an index: %s", joined)
 			}
 		})
+	}
+}
+
+// insertOldReceipts writes n receipts "Old0"… received at at, in one
+// transaction of db (a second handle on the file), for the prune tests.
+func insertOldReceipts(tb testing.TB, db *sql.DB, n int, at time.Time) {
+	tb.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range n {
+		if _, err := tx.Exec(`INSERT INTO slack_event_receipts VALUES (?, 'message', ?)`,
+			fmt.Sprint("Old", i), at.UnixMilli()); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		tb.Fatal(err)
 	}
 }
