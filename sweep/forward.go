@@ -55,6 +55,11 @@ func (e *effects) forward(ctx context.Context, job Job) (Outcome, error) {
 			Err: errors.New(CredForwardSecret + " is not set; this row was recorded by a daemon that signs forwards")}
 	}
 	env := p.Raw
+	if !present(env) && job.Row.RequestID != "" {
+		// The row is performed from Slack's stored request, and it is gone
+		// (or does not parse): forwarding "null" would look like a success.
+		return Outcome{}, permanent("no_request", "forward: Slack's stored request (%q) is missing or unreadable; it cannot be forwarded", job.Row.RequestID)
+	}
 	if !present(env) {
 		env = json.RawMessage("null")
 	}

@@ -140,6 +140,17 @@ func TestForward(t *testing.T) {
 		mustFail(t, err, Retryable, "network")
 	})
 
+	t.Run("a stored request that is gone parks, nothing is sent", func(t *testing.T) {
+		h := fakeslack.NewHook(t)
+		j := forwardJob(h, SourceEvent)
+		j.Payload.Raw, j.Row.RequestID = nil, "Ev1" // names a request, none came with the claim
+		_, err := perform(t, newEffects(t, nil), j)
+		mustFail(t, err, Permanent, "no_request")
+		if n := len(h.Posts()); n != 0 {
+			t.Errorf("%d requests sent to the handler, want none", n)
+		}
+	})
+
 	t.Run("no url parks", func(t *testing.T) {
 		_, err := perform(t, newEffects(t, nil), newJob("k", "forward", eventPayload(Params{})))
 		mustFail(t, err, Permanent, "no_url")
