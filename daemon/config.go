@@ -149,8 +149,9 @@ type Route struct {
 	ResponseType    string `toml:"response_type"`
 	ReplaceOriginal bool   `toml:"replace_original"`
 
-	signed  bool               // forward: this daemon signs (ACKD_FORWARD_SECRET is set); recorded in the row
-	ackTmpl *template.Template // ack_text when it is a template, parsed and checked by Validate
+	signed      bool               // forward: this daemon signs (ACKD_FORWARD_SECRET is set); recorded in the row
+	fromRequest bool               // its rows are performed from the stored request (needsRequest), set by New
+	ackTmpl     *template.Template // ack_text when it is a template, parsed and checked by Validate
 }
 
 // source is the kind of request a route matches (sweep.SourceEvent, …).

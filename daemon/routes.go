@@ -124,7 +124,7 @@ func (c *Config) interactionRoutes(ix Interaction) ([]*Route, []Action) {
 // carry only the facts and parameters they are performed from.
 func (r *Route) row(key, source string, facts sweep.Facts) (store.NewRow, error) {
 	reqID := ""
-	if r.needsRequest() {
+	if r.fromRequest {
 		reqID = facts.EventID
 	}
 	p := sweep.Payload{

@@ -131,10 +131,14 @@ func New(cfg Config, opts Options) (*Server, error) {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
 	// Rows record whether their forward is signed, so that a sweep without
-	// the secret leaves them alone instead of sending them unsigned.
+	// the secret leaves them alone instead of sending them unsigned; and
+	// whether a route is performed from the stored request is decided once
+	// here, not on every ack.
 	cfg.Routes = slices.Clone(cfg.Routes)
 	for i := range cfg.Routes {
-		cfg.Routes[i].signed = cfg.Routes[i].Effect == "forward" && opts.Secrets.ForwardSecret != ""
+		r := &cfg.Routes[i]
+		r.signed = r.Effect == "forward" && opts.Secrets.ForwardSecret != ""
+		r.fromRequest = r.needsRequest()
 	}
 	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
 		bodies: newBodyBudget(opts.BodyBudget), kick: make(chan struct{}, 1)}

@@ -74,34 +74,8 @@ func TestFaults(t *testing.T) {
 	}
 
 	// A second process sweeping the same file all along.
-	stopSweep := make(chan struct{})
-	type sweepResult struct {
-		runs     int
-		failures []sweepFailure
-	}
-	sweepDone := make(chan sweepResult, 1)
-	sweepRNG := rand.New(rand.NewPCG(seed, 0x5eed))
-	go func() {
-		runs, failures := r.sweepLoop(stopSweep, func() time.Duration {
-			return time.Duration(50+sweepRNG.IntN(250)) * time.Millisecond
-		})
-		sweepDone <- sweepResult{runs, failures}
-	}()
-	stopSweeping := func() sweepResult {
-		select {
-		case <-stopSweep:
-		default:
-			close(stopSweep)
-		}
-		return <-sweepDone
-	}
-	defer func() {
-		select {
-		case <-stopSweep:
-		default:
-			stopSweeping()
-		}
-	}()
+	stopSweeping := r.sweepInBackground(seed)
+	defer stopSweeping()
 
 	// Slack, at a steady rate, with the faults injected on a schedule.
 	player := newSlackPlayer("http://"+addr+"/slack/events", signingSecret, seed)

@@ -292,6 +292,31 @@ type sweepFailure struct {
 	Msg        string
 }
 
+// sweepResult is what a background sweepLoop did.
+type sweepResult struct {
+	runs     int
+	failures []sweepFailure
+}
+
+// sweepInBackground runs sweepLoop in its own goroutine, pausing 50–300 ms
+// (seeded) between runs, until the returned stop is called; stop returns
+// the loop's result and may be called more than once.
+func (r *rig) sweepInBackground(seed uint64) (stop func() sweepResult) {
+	quit := make(chan struct{})
+	done := make(chan sweepResult, 1)
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	go func() {
+		runs, failures := r.sweepLoop(quit, func() time.Duration {
+			return time.Duration(50+rng.IntN(250)) * time.Millisecond
+		})
+		done <- sweepResult{runs, failures}
+	}()
+	return sync.OnceValue(func() sweepResult {
+		close(quit)
+		return <-done
+	})
+}
+
 // sweepLoop runs `ackd sweep --once` again and again until stop is closed,
 // appending every run's log to sweep.log. It returns the number of runs and
 // the failed ones.

@@ -93,23 +93,7 @@ func TestReplicas(t *testing.T) {
 		}
 	}
 
-	stopSweep := make(chan struct{})
-	type sweepResult struct {
-		runs     int
-		failures []sweepFailure
-	}
-	sweepDone := make(chan sweepResult, 1)
-	sweepRNG := rand.New(rand.NewPCG(seed, 0x5eed))
-	go func() {
-		runs, failures := rigs[0].sweepLoop(stopSweep, func() time.Duration {
-			return time.Duration(50+sweepRNG.IntN(250)) * time.Millisecond
-		})
-		sweepDone <- sweepResult{runs, failures}
-	}()
-	stopSweeping := sync.OnceValue(func() sweepResult {
-		close(stopSweep)
-		return <-sweepDone
-	})
+	stopSweeping := rigs[0].sweepInBackground(seed)
 	defer stopSweeping()
 
 	player := newSlackPlayer(urls[0], signingSecret, seed)

@@ -120,6 +120,19 @@ type EventCheck struct {
 	Missing  []string // ids without a receipt (first few)
 }
 
+// Add counts one checked id: whether it has a receipt and rows. Missing
+// keeps the first ten ids without a receipt.
+func (c *EventCheck) Add(id string, receipt, rows bool) {
+	if receipt {
+		c.Receipts++
+	} else if len(c.Missing) < 10 {
+		c.Missing = append(c.Missing, id)
+	}
+	if rows {
+		c.WithRows++
+	}
+}
+
 // Instance is one running `ackd serve` on the database (table ackd_instances).
 type Instance struct {
 	ID          string // random per process start

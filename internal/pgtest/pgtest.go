@@ -35,8 +35,8 @@ func URL(tb testing.TB) string {
 	tb.Helper()
 	base := Need(tb)
 	name := "t_" + strings.ToLower(rand.Text()[:12])
-	exec(tb, base, "CREATE SCHEMA "+name)
-	tb.Cleanup(func() { exec(tb, base, "DROP SCHEMA "+name+" CASCADE") })
+	Exec(tb, base, "CREATE SCHEMA "+name)
+	tb.Cleanup(func() { Exec(tb, base, "DROP SCHEMA "+name+" CASCADE") })
 	return WithSchema(tb, base, name)
 }
 
@@ -56,26 +56,26 @@ func WithSchema(tb testing.TB, base, schema string) string {
 // Exec runs one statement on dsn, failing tb on error.
 func Exec(tb testing.TB, dsn, sql string, args ...any) {
 	tb.Helper()
-	exec(tb, dsn, sql, args...)
-}
-
-func exec(tb testing.TB, dsn, sql string, args ...any) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		tb.Fatalf("connect to the test server: %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, sql, args...); err != nil {
-		tb.Fatalf("%s: %v", sql, err)
-	}
+	withConn(tb, dsn, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, sql, args...)
+		return err
+	}, sql)
 }
 
 // Count runs a count query on dsn.
 func Count(tb testing.TB, dsn, sql string, args ...any) int {
 	tb.Helper()
+	var n int
+	withConn(tb, dsn, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, sql, args...).Scan(&n)
+	}, sql)
+	return n
+}
+
+// withConn runs fn on a fresh connection to dsn, failing tb (naming what)
+// on any error.
+func withConn(tb testing.TB, dsn string, fn func(context.Context, *pgx.Conn) error, what string) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(ctx, dsn)
@@ -83,11 +83,9 @@ func Count(tb testing.TB, dsn, sql string, args ...any) int {
 		tb.Fatalf("connect to the test server: %v", err)
 	}
 	defer c.Close(ctx)
-	var n int
-	if err := c.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		tb.Fatalf("%s: %v", sql, err)
+	if err := fn(ctx, c); err != nil {
+		tb.Fatalf("%s: %v", what, err)
 	}
-	return n
 }
 
 // Name describes a URL for messages.

@@ -160,14 +160,7 @@ func (s *Store) CheckEvents(ctx context.Context, ids []string) (store.EventCheck
 				res.Close()
 				return out, fmt.Errorf("check events: %w", err)
 			}
-			if receipt {
-				out.Receipts++
-			} else if len(out.Missing) < 10 {
-				out.Missing = append(out.Missing, id)
-			}
-			if rows {
-				out.WithRows++
-			}
+			out.Add(id, receipt, rows)
 		}
 		res.Close()
 		if err := res.Err(); err != nil {

@@ -107,14 +107,7 @@ func (s *Store) CheckEvents(ctx context.Context, ids []string) (EventCheck, erro
 		if err := stmt.QueryRowContext(ctx, id).Scan(&receipt, &rows); err != nil {
 			return out, fmt.Errorf("check event %s: %w", id, err)
 		}
-		if receipt {
-			out.Receipts++
-		} else if len(out.Missing) < 10 {
-			out.Missing = append(out.Missing, id)
-		}
-		if rows {
-			out.WithRows++
-		}
+		out.Add(id, receipt, rows)
 	}
 	return out, nil
 }
