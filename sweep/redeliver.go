@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ackd/ackd/internal/slacksig"
 	"github.com/ackd/ackd/store"
@@ -95,7 +96,7 @@ func (e *effects) redeliver(ctx context.Context, job Job) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, Classify(err)
 	}
-	if f := classifyRedeliver(resp.StatusCode, resp.Header.Get("Location"), body); f != nil {
+	if f := classifyRedeliver(resp.StatusCode, resp.Header.Get("Location"), retryAfter(resp.Header, e.cfg.Now()), body); f != nil {
 		return Outcome{}, f
 	}
 
@@ -131,10 +132,10 @@ func (e *effects) redeliver(ctx context.Context, job Job) (Outcome, error) {
 //	401          bad signature, or the app's authorize() failed    retry (nothing ran)
 //	404          nobody acked in time, or a wrong path             park: the listener may have run
 //	3xx          —                                                 park: redirects are never followed
-//	408, 429     a proxy in front of the app                       retry (429 at Retry-After)
+//	408, 429     a proxy in front of the app                       retry (429 at Retry-After, 30 s without)
 //	other 4xx    the app could not parse it                        park
 //	5xx          a listener threw, or the app is down              retry
-func classifyRedeliver(status int, location string, body []byte) *Failure {
+func classifyRedeliver(status int, location string, wait time.Duration, body []byte) *Failure {
 	msg := fmt.Errorf("HTTP %d %s", status, snippet(body))
 	switch {
 	case status >= 200 && status <= 299:
@@ -149,7 +150,7 @@ func classifyRedeliver(status int, location string, body []byte) *Failure {
 		return &Failure{Class: Permanent, Code: "http_" + strconv.Itoa(status),
 			Err: fmt.Errorf("%w: redirect to %s is not followed; point the route's url at the app itself", msg, cmp.Or(location, "(no Location header)"))}
 	default:
-		return statusFailure(status, DefaultRetryAfter, msg)
+		return statusFailure(status, wait, msg)
 	}
 }
 

@@ -143,6 +143,7 @@ func TestRedeliver(t *testing.T) {
 			{"302: park, never followed", appAnswer{status: 302, header: map[string]string{"Location": "/elsewhere"}}, Permanent, "http_302"},
 			{"301: park, never followed", appAnswer{status: 301, header: map[string]string{"Location": "/elsewhere"}}, Permanent, "http_301"},
 			{"429: at Retry-After", appAnswer{status: 429, header: map[string]string{"Retry-After": "7"}}, RateLimited, "http_429"},
+			{"429 without Retry-After: 30 s", appAnswer{status: 429}, RateLimited, "http_429"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				app := newFakeApp(t, tc.ans)
@@ -152,7 +153,16 @@ func TestRedeliver(t *testing.T) {
 						t.Fatalf("err = %v, want done", err)
 					}
 				} else {
-					mustFail(t, err, tc.class, tc.code)
+					f := mustFail(t, err, tc.class, tc.code)
+					if tc.class == RateLimited {
+						want := DefaultRetryAfter
+						if v := tc.ans.header["Retry-After"]; v != "" {
+							want = 7 * time.Second
+						}
+						if f.RetryAfter != want {
+							t.Errorf("RetryAfter = %s, want %s", f.RetryAfter, want)
+						}
+					}
 				}
 				if n := len(app.seen()); n != 1 {
 					t.Fatalf("app saw %d requests, want 1 (a redirect must not be followed)", n)
