@@ -188,6 +188,7 @@ func benchCompareCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.Keep, "keep", false, "keep the run's directory (databases, configs, server logs) and print its path")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&o.Postgres, "postgres", "", "also measure PostgreSQL: a postgres:// URL of a database to create throwaway schemas in (env ACKD_BENCH_POSTGRES)")
+	f.StringSliceVar(&o.Only, "only", nil, "measure only these configurations, comma-separated (e.g. \"FULL,FULL+1M prune\"); the ceiling always runs")
 	f.IntVar(&o.Routes, "routes", 1, "dry-run log routes every event matches, each its own outbox row")
 	f.IntVar(&o.SweepBatch, "sweep-batch", 0, "the servers' sweep.batch (0: ackd's default)")
 	f.IntVar(&o.Prefill, "prefill", 0, "also measure FULL on a database pre-filled with this many expired receipts and done rows, without and with pruning")

@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,6 +69,10 @@ type CompareOptions struct {
 	// Routes is how many dry-run log routes every event matches, each its
 	// own outbox row (0: 1).
 	Routes int
+	// Only, when not empty, names the configurations to measure (FULL,
+	// NORMAL, FULL+1M, …); the ceiling is always measured, since every
+	// ratio is to it.
+	Only []string
 }
 
 func (o CompareOptions) routes() int { return max(o.Routes, 1) }
@@ -106,7 +111,33 @@ func (o CompareOptions) servers() []compareServer {
 	if o.Postgres != "" {
 		out = append(out, compareServer{Name: "postgres", Replicas: 1}, compareServer{Name: "postgres×3", Replicas: 3})
 	}
-	return append(out, compareServer{Name: "ceiling"})
+	out = append(out, compareServer{Name: "ceiling"})
+	if len(o.Only) == 0 {
+		return out
+	}
+	var kept []compareServer
+	for _, s := range out {
+		if s.Name == "ceiling" || slices.Contains(o.Only, s.Name) {
+			kept = append(kept, s)
+		}
+	}
+	return kept
+}
+
+// checkOnly reports a name in o.Only that is not one of the configurations
+// these options measure.
+func (o CompareOptions) checkOnly() error {
+	all := CompareOptions{Prefill: o.Prefill, Postgres: o.Postgres}.servers()
+	for _, name := range o.Only {
+		if !slices.ContainsFunc(all, func(s compareServer) bool { return s.Name == name }) {
+			var names []string
+			for _, s := range all {
+				names = append(names, s.Name)
+			}
+			return fmt.Errorf("--only %q: not one of the configurations measured here (%s)", name, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }
 
 // CompareMachine describes where the numbers came from.
@@ -191,6 +222,9 @@ type CompareReport struct {
 func RunCompare(ctx context.Context, o CompareOptions) (CompareReport, error) {
 	if o.Load.Duration <= 0 {
 		return CompareReport{}, errors.New("bench compare: --duration must be positive")
+	}
+	if err := o.checkOnly(); err != nil {
+		return CompareReport{}, fmt.Errorf("bench compare: %w", err)
 	}
 	dir, err := os.MkdirTemp(o.Dir, "ackd-bench-compare-")
 	if err != nil {

@@ -1,6 +1,7 @@
 package slacksim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,5 +43,31 @@ func TestJudgeCompareDB(t *testing.T) {
 				t.Errorf("problems %q, want one mentioning %q", got, tt.problem)
 			}
 		})
+	}
+}
+
+func TestCompareOnly(t *testing.T) {
+	names := func(o CompareOptions) []string {
+		var out []string
+		for _, s := range o.servers() {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+	all := CompareOptions{Prefill: 1000000}
+	if got, want := names(all), []string{"FULL", "FULL+1M", "FULL+1M prune", "NORMAL", "ceiling"}; !slices.Equal(got, want) {
+		t.Fatalf("servers = %q, want %q", got, want)
+	}
+	only := CompareOptions{Prefill: 1000000, Only: []string{"FULL+1M prune", "FULL+1M"}}
+	if err := only.checkOnly(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(only), []string{"FULL+1M", "FULL+1M prune", "ceiling"}; !slices.Equal(got, want) {
+		t.Fatalf("servers with --only = %q, want %q", got, want)
+	}
+	bad := CompareOptions{Only: []string{"FULL+1M"}} // no --prefill: there is no such row
+	err := bad.checkOnly()
+	if err == nil || !strings.Contains(err.Error(), `"FULL+1M"`) || !strings.Contains(err.Error(), "FULL, NORMAL, ceiling") {
+		t.Fatalf("checkOnly = %v, want an error naming FULL+1M and the configurations there are", err)
 	}
 }
