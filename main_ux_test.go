@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/internal/fakeslack"
+	"github.com/ackd/ackd/sweep"
 )
 
 // Issue 16.1: a hand-run sweep that lacks a credential leaves the rows that
@@ -117,11 +118,35 @@ url    = %q
 		if n := procQueryInt(t, sdb, `SELECT count(*) FROM outbox WHERE status = 'pending' AND attempts = 0 AND claim_token IS NULL`); n != 1 {
 			t.Fatalf("pending rows with no attempt spent: %d, want 1", n)
 		}
-		// Given back due a few seconds later; a requeue-free way to make it
-		// due now is to wait, but the test moves the due time instead.
-		if _, err := sdb.Exec(`UPDATE outbox SET next_attempt_at = 0`); err != nil {
+		// Given back due a few seconds later, and handed back again for as
+		// long as the row is younger than sweep.HandBackLimit. The test
+		// moves the due time and the recording time instead of waiting: a
+		// row older than the limit parks, naming what is missing, rather
+		// than going round forever.
+		if _, err := sdb.Exec(`UPDATE outbox SET next_attempt_at = 0, created_at = created_at - ?`,
+			(sweep.HandBackLimit + time.Minute).Milliseconds()); err != nil {
 			t.Fatal(err)
 		}
+		r = procRun(t, procEnv(), "sweep", "--once", "--config", cfg, "--db", db)
+		if r.Stdout != "claimed=1 done=0 retried=0 parked=1 fenced=0\n" {
+			t.Fatalf("sweep --once on a row handed back past the limit: exit %d stdout %q stderr:\n%s", r.Code, r.Stdout, r.Stderr)
+		}
+		var lastErr string
+		if err := sdb.QueryRow(`SELECT last_error FROM outbox WHERE status = 'parked'`).Scan(&lastErr); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(lastErr, "no_forward_secret") || !strings.Contains(lastErr, "ACKD_FORWARD_SECRET is not set") ||
+			!strings.Contains(lastErr, "within 1h0m0s of its recording") {
+			t.Errorf("parked row's last_error = %q", lastErr)
+		}
+		if !strings.Contains(r.Stderr, "effect parked") {
+			t.Errorf("stderr does not say the row parked:\n%s", r.Stderr)
+		}
+		if n := len(hook.requests()); n != 0 {
+			t.Fatalf("the handler received %d unsigned requests", n)
+		}
+		// The operator sets the secret and retries the parked row.
+		procMustRun(t, procEnv(), "outbox", "retry", "--all-parked", "--db", db)
 		procMustRun(t, procEnv("ACKD_FORWARD_SECRET="+secret), "sweep", "--once", "--config", cfg, "--db", db)
 		if reqs := hook.requests(); len(reqs) != 1 {
 			t.Fatalf("the handler received %d requests with the secret, want 1", len(reqs))

@@ -98,6 +98,16 @@ func (r Result) String() string {
 // credential waits before it is due again.
 const handBack = 5 * time.Second
 
+// HandBackLimit is how long after its recording a row may still be given
+// back for a credential this process lacks. A row older than that parks
+// instead, naming what is missing: no process that has the credential took
+// it in all that time (a replica that has it claims such a row within a
+// sweep or two), so it needs an operator, and a parked row is what alerts
+// and `ackd outbox list --parked` show. Without the limit a daemon that lost
+// its ACKD_FORWARD_SECRET would hand the same rows back every few seconds
+// forever.
+const HandBackLimit = time.Hour
+
 // Skipped returns the effects this sweeper does not claim, with the reason.
 func (s *Sweeper) Skipped() map[string]string { return s.cfg.Skip }
 
@@ -360,8 +370,13 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 		kind = store.FailRateLimited
 	case Unavailable:
 		// Given back without spending an attempt, due again soon, for a
-		// process that has what this one lacks.
+		// process that has what this one lacks; parked once that has gone
+		// on for HandBackLimit.
 		kind, retryAfter = store.FailRateLimited, handBack
+		if age := s.store.Now().Sub(row.CreatedAt); age > HandBackLimit {
+			kind = store.FailPermanent
+			f = &Failure{Class: Permanent, Code: f.Code, Err: fmt.Errorf("%w; no process that has it performed the row within %s of its recording", f.Err, HandBackLimit)}
+		}
 	}
 	fr, err := s.store.Fail(wctx, row.ID, token, kind, f.Error(), retryAfter)
 	if err != nil {
