@@ -232,74 +232,92 @@ func TestFullDisk(t *testing.T) {
 }
 
 // TestInjectedEIO runs bursts in a child process under strace, which makes
-// every so many pwrite64 calls fail with EIO for a while and then lets the
-// device work again.
+// every so many pwrite64 (or fsync) calls fail with EIO for a while and then
+// lets the device work again.
+//
+// A failed fsync is the case a "no false 200" rule has to get right: the
+// frames of that commit were written, so SQLite must not count them as
+// committed (it does not: the commit returns SQLITE_IOERR_FSYNC before the
+// WAL index learns of them, and the next commit overwrites them), and ackd
+// must answer every caller of that batch "not recorded". The checkpointer's
+// fsyncs of the database file fail too, so a checkpoint that could not make
+// its copy durable must leave the frames in the WAL.
 func TestInjectedEIO(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a child under strace")
 	}
 	strace, err := exec.LookPath("strace")
 	testreq.Need(t, err == nil, "strace is not installed (apt-get install strace; .ci/with-strace.sh does it in CI)")
-	t.Run("EIO on writes: every caller told the truth, and ackd records again once the device works", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "ackd.db")
-		mustOpen(t, path, store.Options{}).Close()
-		schemaPath, _ := filepath.Abs("../../schema.sql")
+	for _, c := range []struct{ name, syscall, when string }{
 		// In each thread, every 31st pwrite64 from the 10th to the 400th fails.
-		cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null",
-			"-e", "trace=pwrite64", "-e", "inject=pwrite64:error=EIO:when=10..400+31",
-			os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "ACKD_STORE_CHILD=eio", "ACKD_DB="+path, "ACKD_SCHEMA="+schemaPath)
-		cmd.Stderr = os.Stderr
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
+		{"EIO on writes", "pwrite64", "10..400+31"},
+		// In each thread, every 5th fsync from the 3rd to the 300th fails.
+		{"EIO on fsync", "fsync", "3..300+5"},
+	} {
+		t.Run(c.name+": every caller told the truth, and ackd records again once the device works", func(t *testing.T) {
+			injectedEIO(t, strace, c.syscall, c.when)
+		})
+	}
+}
+
+func injectedEIO(t *testing.T, strace, syscall, when string) {
+	path := filepath.Join(t.TempDir(), "ackd.db")
+	mustOpen(t, path, store.Options{}).Close()
+	schemaPath, _ := filepath.Abs("../../schema.sql")
+	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null",
+		"-e", "trace="+syscall, "-e", "inject="+syscall+":error=EIO:when="+when,
+		os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "ACKD_STORE_CHILD=eio", "ACKD_DB="+path, "ACKD_SCHEMA="+schemaPath)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	byBurst := map[string][]outcome{}
+	var order []string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		// "<id> ok" or "<id> fail <error>"
+		id, rest, _ := strings.Cut(sc.Text(), " ")
+		prefix, _, _ := strings.Cut(id, "-")
+		o := outcome{id: id}
+		if rest != "ok" {
+			o.err = fmt.Errorf("%s", strings.TrimPrefix(rest, "fail "))
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		if _, ok := byBurst[prefix]; !ok {
+			order = append(order, prefix)
 		}
-		byBurst := map[string][]outcome{}
-		var order []string
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			// "<id> ok" or "<id> fail <error>"
-			id, rest, _ := strings.Cut(sc.Text(), " ")
-			prefix, _, _ := strings.Cut(id, "-")
-			o := outcome{id: id}
-			if rest != "ok" {
-				o.err = fmt.Errorf("%s", strings.TrimPrefix(rest, "fail "))
-			}
-			if _, ok := byBurst[prefix]; !ok {
-				order = append(order, prefix)
-			}
-			byBurst[prefix] = append(byBurst[prefix], o)
+		byBurst[prefix] = append(byBurst[prefix], o)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	db := rawDB(t, path)
+	mustIntegrity(t, db)
+	failed, mixed, recoveredAt := 0, 0, -1
+	for i, prefix := range order {
+		outs := byBurst[prefix]
+		n := checkTruth(t, db, prefix, outs)
+		if n > 0 && n < len(outs) {
+			mixed++
 		}
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("child: %v", err)
+		if n < len(outs) {
+			failed += len(outs) - n
+			recoveredAt = -1
+		} else if failed > 0 && recoveredAt < 0 {
+			recoveredAt = i
 		}
-		db := rawDB(t, path)
-		mustIntegrity(t, db)
-		failed, mixed, recoveredAt := 0, 0, -1
-		for i, prefix := range order {
-			outs := byBurst[prefix]
-			n := checkTruth(t, db, prefix, outs)
-			if n > 0 && n < len(outs) {
-				mixed++
-			}
-			if n < len(outs) {
-				failed += len(outs) - n
-				recoveredAt = -1
-			} else if failed > 0 && recoveredAt < 0 {
-				recoveredAt = i
-			}
-		}
-		t.Logf("%d bursts (%d partly recorded), %d intents refused, recovered at burst %d", len(order), mixed, failed, recoveredAt)
-		if failed == 0 {
-			t.Fatal("no intent failed: strace injected nothing")
-		}
-		if recoveredAt < 0 {
-			t.Fatal("after the injected errors stopped, the process never recorded a whole burst again")
-		}
-	})
+	}
+	t.Logf("%d bursts (%d partly recorded), %d intents refused, recovered at burst %d", len(order), mixed, failed, recoveredAt)
+	if failed == 0 {
+		t.Fatal("no intent failed: strace injected nothing")
+	}
+	if recoveredAt < 0 {
+		t.Fatal("after the injected errors stopped, the process never recorded a whole burst again")
+	}
 }
 
 // eioChild runs in the test binary re-executed under strace: bursts until one
@@ -316,7 +334,9 @@ func eioChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	defer s.Close()
+	// The store is never closed: the child exits as if it crashed after its
+	// last answer, so the parent's open recovers the database from the WAL
+	// file as the device left it, frames of the failed commits included.
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
 	sawFailure := false
