@@ -23,17 +23,28 @@ import (
 )
 
 // TestEIOOverHTTP runs the real ackd binary under strace, which makes every
-// so many of its pwrite64 calls fail with EIO for a while, and plays bursts
-// of Slack events at it: every 200 has its receipt and both rows on disk,
-// every 500 left nothing, and once the device works again ackd acks again
-// without a restart.
+// so many of its pwrite64 (or fsync) calls fail with EIO for a while, and
+// plays bursts of Slack events at it: every 200 has its receipt and both
+// rows on disk, every 500 left nothing, and once the device works again ackd
+// acks again without a restart.
 func TestEIOOverHTTP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs ackd under strace")
 	}
 	strace, err := exec.LookPath("strace")
 	testreq.Need(t, err == nil, "strace is not installed (apt-get install strace; .ci/with-strace.sh does it in CI)")
+	for _, c := range []struct{ name, syscall, when string }{
+		// In each thread, every 7th pwrite64 from the 30th to the 150th fails.
+		{"EIO on writes", "pwrite64", "30..150+7"},
+		// In each thread, every 4th fsync from the 5th to the 100th fails:
+		// a commit whose frames were written but not made durable.
+		{"EIO on fsync", "fsync", "5..100+4"},
+	} {
+		t.Run(c.name, func(t *testing.T) { eioOverHTTP(t, strace, c.syscall, c.when) })
+	}
+}
 
+func eioOverHTTP(t *testing.T, strace, syscallName, when string) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "ackd.db")
 	addr := freeAddr(t, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)))
@@ -68,9 +79,8 @@ effect = "log"
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	// In each thread, every 7th pwrite64 from the 30th to the 150th fails.
 	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null",
-		"-e", "trace=pwrite64", "-e", "inject=pwrite64:error=EIO:when=30..150+7",
+		"-e", "trace="+syscallName, "-e", "inject="+syscallName+":error=EIO:when="+when,
 		ackdBin, "serve", "--config", config)
 	cmd.Env = append(os.Environ(), "SLACK_SIGNING_SECRET="+signingSecret, "ACKD_LOG_LEVEL=info")
 	cmd.Stdout, cmd.Stderr = logf, logf
