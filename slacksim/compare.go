@@ -100,7 +100,8 @@ type compareServer struct {
 
 func (s compareServer) hasDB() bool { return s.Synchronous != "" || s.Replicas > 0 }
 
-func (o CompareOptions) servers() []compareServer {
+// allServers is every configuration these options can measure, in order.
+func (o CompareOptions) allServers() []compareServer {
 	out := []compareServer{{Name: "FULL", Synchronous: "FULL"}}
 	if o.Prefill > 0 {
 		out = append(out,
@@ -111,29 +112,29 @@ func (o CompareOptions) servers() []compareServer {
 	if o.Postgres != "" {
 		out = append(out, compareServer{Name: "postgres", Replicas: 1}, compareServer{Name: "postgres×3", Replicas: 3})
 	}
-	out = append(out, compareServer{Name: "ceiling"})
-	if len(o.Only) == 0 {
-		return out
-	}
-	var kept []compareServer
-	for _, s := range out {
-		if s.Name == "ceiling" || slices.Contains(o.Only, s.Name) {
-			kept = append(kept, s)
-		}
-	}
-	return kept
+	return append(out, compareServer{Name: "ceiling"})
 }
 
-// checkOnly reports a name in o.Only that is not one of the configurations
-// these options measure.
+// servers is what a run measures: allServers, or the ones o.Only names and
+// the ceiling.
+func (o CompareOptions) servers() []compareServer {
+	all := o.allServers()
+	if len(o.Only) == 0 {
+		return all
+	}
+	return slices.DeleteFunc(all, func(s compareServer) bool {
+		return s.Name != "ceiling" && !slices.Contains(o.Only, s.Name)
+	})
+}
+
+// checkOnly reports a name in o.Only that is not one of allServers.
 func (o CompareOptions) checkOnly() error {
-	all := CompareOptions{Prefill: o.Prefill, Postgres: o.Postgres}.servers()
+	var names []string
+	for _, s := range o.allServers() {
+		names = append(names, s.Name)
+	}
 	for _, name := range o.Only {
-		if !slices.ContainsFunc(all, func(s compareServer) bool { return s.Name == name }) {
-			var names []string
-			for _, s := range all {
-				names = append(names, s.Name)
-			}
+		if !slices.Contains(names, name) {
 			return fmt.Errorf("--only %q: not one of the configurations measured here (%s)", name, strings.Join(names, ", "))
 		}
 	}

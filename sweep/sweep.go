@@ -103,9 +103,9 @@ const handBack = 5 * time.Second
 // instead, naming what is missing: no process that has the credential took
 // it in all that time (a replica that has it claims such a row within a
 // sweep or two), so it needs an operator, and a parked row is what alerts
-// and `ackd outbox list --status parked` show. Without the limit a daemon that lost
-// its ACKD_FORWARD_SECRET would hand the same rows back every few seconds
-// forever.
+// and `ackd outbox list --status parked` show. Without the limit a daemon
+// that lost its ACKD_FORWARD_SECRET would hand the same rows back every few
+// seconds forever.
 const HandBackLimit = time.Hour
 
 // Skipped returns the effects this sweeper does not claim, with the reason.

@@ -97,7 +97,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		storeRequest: p(`INSERT INTO slack_requests (event_id, content_type, body, received_at)
 		                 VALUES (?, ?, ?, ?)
 		                 ON CONFLICT (event_id) DO NOTHING`),
-		request: p(`SELECT content_type, body FROM slack_requests WHERE event_id = ?`),
+		request: p(requestSQL),
 		complete: p(`UPDATE outbox
 		                SET status = 'done', attempts = attempts + 1, completed_at = ?, result = ?, claim_expires_at = NULL
 		              WHERE id = ? AND claim_token = ? AND status = 'pending'`),
@@ -106,6 +106,9 @@ func (s *Store) prepare(ctx context.Context) error {
 	}
 	return err
 }
+
+// requestSQL reads one stored request (slack_requests) by its event id.
+const requestSQL = `SELECT content_type, body FROM slack_requests WHERE event_id = ?`
 
 // claimSQL is the claim statement (see Claim): ?1 token, ?2 lease expiry,
 // ?3 now, ?4 limit, ?5 the effects a claim may take as a JSON array, or

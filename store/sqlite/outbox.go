@@ -407,7 +407,7 @@ func (s *Store) withRequest(ctx context.Context, r Row) (Row, error) {
 		return r, nil
 	}
 	var q store.Request
-	err := s.r.QueryRowContext(ctx, `SELECT content_type, body FROM slack_requests WHERE event_id = ?`, r.RequestID).
+	err := s.r.QueryRowContext(ctx, requestSQL, r.RequestID).
 		Scan(&q.ContentType, &q.Body)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
