@@ -9,13 +9,19 @@
 // a method's script runs out the call succeeds. A call whose token is not the
 // server's gets invalid_auth (or not_authed when it has none).
 //
-// Limits: it validates nothing else (no channel, scope or block checks) and
-// keeps no messages, so chat.update of an unknown ts succeeds.
+// It keeps a history per channel (history.go): chat.postMessage stores what
+// it posts, with its metadata; AddMessage seeds other messages; and
+// conversations.history / conversations.replies page through them as Slack
+// does. auth.test names the fake's bot (SetBot). A scripted Response can
+// also perform the call first (Store) and then answer badly: hang (Delay),
+// drop the connection (Drop), or send an error or a 5xx.
+//
+// Limits: it validates nothing else (no channel, scope or block checks), so
+// chat.update of an unknown ts succeeds.
 package fakeslack
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -43,6 +49,12 @@ type Response struct {
 	RetryAfter string        // Retry-After header value, sent as is when set
 	Body       string        // when set: the body, sent as is (Error and the envelope are ignored)
 	Delay      time.Duration // wait this long (or until the client gives up) before answering
+	// Store performs the call as a success would (chat.postMessage stores
+	// its message) before the rest of the response is sent, so a post can
+	// land and its answer be lost.
+	Store bool
+	// Drop closes the connection instead of answering (after Delay).
+	Drop bool
 }
 
 // OK is the method's normal success.
@@ -73,14 +85,20 @@ type Server struct {
 	mu     sync.Mutex
 	calls  []Call
 	script map[string][]Response
-	seq    int
 	sock   *Socket // Socket Mode side, when enabled
+
+	history map[string]*channel // channel id → its messages (history.go)
+	lastTS  int64               // the newest ts handed out, in microseconds
+	botUser string              // auth.test's user_id, the poster of chat.postMessage
+	botID   string
+	team    string
 }
 
 // New starts a Web API server that accepts token and stops it when the test ends.
 func New(tb testing.TB, token string) *Server {
 	tb.Helper()
-	s := &Server{token: token, script: map[string][]Response{}}
+	s := &Server{token: token, script: map[string][]Response{},
+		botUser: "U0FAKEBOT", botID: "B0FAKEBOT", team: "T0FAKE"}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	tb.Cleanup(s.srv.Close)
 	return s
@@ -88,6 +106,14 @@ func New(tb testing.TB, token string) *Server {
 
 // URL is the API base with its trailing slash, for slack.OptionAPIURL.
 func (s *Server) URL() string { return s.srv.URL + "/" }
+
+// SetBot sets the bot user and bot id that auth.test reports and that
+// chat.postMessage posts as (defaults U0FAKEBOT, B0FAKEBOT), and the team.
+func (s *Server) SetBot(userID, botID, team string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.botUser, s.botID, s.team = userID, botID, team
+}
 
 // Script queues responses for method ("chat.postMessage"); each call uses the
 // next one, and calls after the last succeed.
@@ -141,8 +167,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls = append(s.calls, c)
 	resp, scripted := s.next(c.Method)
-	s.seq++
-	ts := fmt.Sprintf("%d.%06d", 1700000000+s.seq/1000000, s.seq%1000000)
 	s.mu.Unlock()
 
 	switch {
@@ -155,7 +179,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case c.Token != s.token:
 		resp = Err("invalid_auth")
 	}
-	write(w, r, resp, func() any { return envelope(c, ts) })
+	ok := func() any {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.envelope(c)
+	}
+	if resp.Store {
+		body := ok() // performed now, whatever the answer will be
+		ok = func() any { return body }
+	}
+	write(w, r, resp, ok)
 }
 
 // next pops method's next scripted response; s.mu is held.
@@ -168,26 +201,27 @@ func (s *Server) next(method string) (Response, bool) {
 	return q[0], true
 }
 
-// envelope is the success body Slack sends for the call's method.
-func envelope(c Call, ts string) any {
+// envelope is the success body Slack sends for the call's method, after
+// performing it (chat.postMessage stores its message); s.mu is held.
+func (s *Server) envelope(c Call) any {
 	p := c.Params
 	switch c.Method {
 	case "chat.postMessage":
-		msg := map[string]any{
-			"type": "message", "subtype": "bot_message", "text": p.Get("text"),
-			"user": "U0FAKEBOT", "bot_id": "B0FAKEBOT", "ts": ts,
-		}
-		if t := p.Get("thread_ts"); t != "" {
-			msg["thread_ts"] = t
-		}
-		return map[string]any{"ok": true, "channel": p.Get("channel"), "ts": ts, "message": msg}
+		m := s.postMessage(p)
+		msg := m.json(false)
+		return map[string]any{"ok": true, "channel": p.Get("channel"), "ts": m.TS, "message": msg}
 	case "chat.update":
 		return map[string]any{
 			"ok": true, "channel": p.Get("channel"), "ts": p.Get("ts"), "text": p.Get("text"),
-			"message": map[string]any{"type": "message", "text": p.Get("text"), "user": "U0FAKEBOT", "bot_id": "B0FAKEBOT"},
+			"message": map[string]any{"type": "message", "text": p.Get("text"), "user": s.botUser, "bot_id": s.botID},
 		}
 	case "reactions.add":
 		return map[string]any{"ok": true}
+	case "conversations.history", "conversations.replies":
+		return s.historyPage(c.Method, p)
+	case "auth.test":
+		return map[string]any{"ok": true, "url": "https://fake.slack.test/", "team": "Fake",
+			"user": "fakebot", "team_id": s.team, "user_id": s.botUser, "bot_id": s.botID}
 	default:
 		return map[string]any{"ok": false, "error": "unknown_method"}
 	}
@@ -203,6 +237,15 @@ func write(w http.ResponseWriter, r *http.Request, resp Response, ok func() any)
 		case <-r.Context().Done():
 			return
 		}
+	}
+	if resp.Drop {
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				_ = conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler) // closes the connection without an answer
 	}
 	if resp.RetryAfter != "" {
 		w.Header().Set("Retry-After", resp.RetryAfter)
