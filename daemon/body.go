@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,19 +31,27 @@ const (
 	sslCheckMax = 4 << 10
 )
 
-// bodyBudget bounds the bytes of request bodies held at once (from the start
-// of the read until the answer is written). It has two halves so that a
-// flood of large bodies cannot starve Slack's small ones: a body whose
-// declared Content-Length is at most SmallBody takes from the small half,
-// falling back to the large half; a larger body takes from the large half
-// only (a body of unknown length counts as small until it passes SmallBody,
-// see readBody). When neither has room the request is refused at once (503
-// with Retry-After) rather than queued: a queue would only move the
-// unbounded part elsewhere.
+// bodyBudget bounds the bytes of request bodies held at once (from the first
+// byte's arrival until the answer is written). A body is charged only for
+// what has arrived: its buffer grows with the bytes read (at most doubling,
+// never past the declared Content-Length or the limit), and the budget is
+// charged for each growth before it is made. A declared length reserves
+// nothing, so a connection that declares 64 KiB and sends one byte holds one
+// byte, however long it stalls. Each body being read also uses one pooled
+// readChunk buffer that is not charged, like net/http's own per-connection
+// buffers.
+//
+// The budget has two halves so that a flood of large bodies cannot starve
+// Slack's small ones: a body whose declared Content-Length is at most
+// SmallBody takes from the small half, falling back to the large half; a
+// larger body takes from the large half only; a body of unknown length
+// counts as small until it passes SmallBody. When neither has room the
+// request is refused at once (503 with Retry-After) rather than queued: a
+// queue would only move the unbounded part elsewhere.
 type bodyBudget struct {
 	total        int64
 	small, large *semaphore.Weighted
-	held         atomic.Int64 // bytes reserved now (ackd_request_body_bytes_held)
+	held         atomic.Int64 // bytes charged now (ackd_request_body_bytes_held)
 }
 
 func newBodyBudget(total int64) *bodyBudget {
@@ -55,19 +64,96 @@ func newBodyBudget(total int64) *bodyBudget {
 	return &bodyBudget{total: total, small: semaphore.NewWeighted(max(total-large, SmallBody)), large: semaphore.NewWeighted(large)}
 }
 
-// acquire reserves n bytes for a body of declared length declared (-1 when
-// unknown). It returns the release function, or false when there is no room.
-func (b *bodyBudget) acquire(n, declared int64) (release func(), ok bool) {
-	for _, sem := range []*semaphore.Weighted{b.small, b.large} {
-		if sem == b.small && (declared < 0 || declared > SmallBody) {
+// readChunk is the size of each read of a body.
+const readChunk = 4 << 10
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
+
+// bodyCharge is what one body holds of the budget.
+type bodyCharge struct {
+	b        *bodyBudget
+	declared int64 // -1 when unknown
+	total    int64
+	held     []heldBytes
+}
+
+type heldBytes struct {
+	sem *semaphore.Weighted
+	n   int64
+}
+
+// take charges n more bytes, from the half the body's size class allows.
+func (c *bodyCharge) take(n int64) bool {
+	small := c.declared >= 0 && c.declared <= SmallBody || c.declared < 0 && c.total+n <= SmallBody
+	for _, sem := range []*semaphore.Weighted{c.b.small, c.b.large} {
+		if sem == c.b.small && !small {
 			continue
 		}
 		if sem.TryAcquire(n) {
-			b.held.Add(n)
-			return func() { b.held.Add(-n); sem.Release(n) }, true
+			c.b.held.Add(n)
+			c.total += n
+			c.held = append(c.held, heldBytes{sem, n})
+			return true
 		}
 	}
-	return nil, false
+	return false
+}
+
+// release returns everything the body holds.
+func (c *bodyCharge) release() {
+	for _, h := range c.held {
+		c.b.held.Add(-h.n)
+		h.sem.Release(h.n)
+	}
+	c.held, c.total = nil, 0
+}
+
+// Why a charged read stopped early.
+var (
+	errBodyTooLarge = errors.New("body over the limit")
+	errBudgetFull   = errors.New("body budget full")
+)
+
+// read reads r to its end, at most limit bytes, into a buffer that grows
+// only as bytes arrive, each growth charged first.
+func (c *bodyCharge) read(r io.Reader, limit int64) ([]byte, error) {
+	bound := limit
+	if c.declared >= 0 {
+		bound = min(c.declared, limit)
+	}
+	chunk := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(chunk)
+	body := []byte{}
+	for {
+		var n int
+		var err error
+		if len(body) < cap(body) {
+			// Room already charged: read straight into it.
+			n, err = r.Read(body[len(body):cap(body)])
+			body = body[:len(body)+n]
+		} else {
+			n, err = r.Read(*chunk)
+			if n > 0 {
+				have := int64(len(body))
+				if have+int64(n) > bound {
+					return body, errBodyTooLarge
+				}
+				grown := min(max(have+int64(n), 2*have), bound)
+				if !c.take(grown - int64(cap(body))) {
+					return body, errBudgetFull
+				}
+				next := make([]byte, len(body), grown)
+				copy(next, body)
+				body = append(next, (*chunk)[:n]...)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return body, nil
+		}
+		if err != nil {
+			return body, err
+		}
+	}
 }
 
 // bodyTimeout is how long a request's body may take to arrive once its
@@ -93,71 +179,34 @@ func (s *Server) refuse(w http.ResponseWriter, a answer) answer {
 // the body deadline. It returns the body and the function that returns its
 // bytes to the budget (call it once the answer is written), or the answer
 // refusing the request.
-//
-// A body of declared length is charged exactly that and read into a buffer
-// of that size: no growth, no slack. A body of unknown length (chunked, as
-// some proxies send) is charged as a small one until it proves longer, then
-// the rest of the limit is taken from the large half.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, start time.Time) ([]byte, func(), *answer) {
 	declared := r.ContentLength
+	tooLarge := answer{status: http.StatusRequestEntityTooLarge, outcome: outcomeRejected,
+		reason: "body over " + strconv.FormatInt(limit, 10) + " bytes"}
 	if declared > limit {
-		a := s.refuse(w, answer{status: http.StatusRequestEntityTooLarge, outcome: outcomeRejected,
-			reason: "body over " + strconv.FormatInt(limit, 10) + " bytes"})
+		a := s.refuse(w, tooLarge)
 		return nil, nil, &a
 	}
-	var held []func()
-	release := func() {
-		for _, f := range held {
-			f()
-		}
-	}
-	take := func(n, class int64) bool {
-		f, ok := s.bodies.acquire(n, class)
-		if ok {
-			held = append(held, f)
-		}
-		return ok
-	}
-	full := func() *answer {
-		release()
-		w.Header().Set("Retry-After", "1")
-		a := s.refuse(w, answer{status: http.StatusServiceUnavailable, outcome: outcomeRejected,
-			reason: fmt.Sprintf("request bodies being read already hold the %d-byte budget", s.bodies.total)})
-		return &a
-	}
-
-	first := declared
-	if declared < 0 {
-		first = min(limit, SmallBody)
-	}
-	if !take(first, first) {
-		return nil, nil, full()
-	}
+	c := &bodyCharge{b: s.bodies, declared: declared}
 	rc := http.NewResponseController(w)
 	// Replaces the server's ReadTimeout for this body; cleared after the
 	// read so that the connection's background read (which watches for the
 	// client going away) cannot time out and cancel the intent.
 	_ = rc.SetReadDeadline(start.Add(s.bodyTimeout()))
-	// One byte over the charge shows that a body of unknown length is longer.
-	body, err := readInto(r.Body, make([]byte, 0, first+1))
-	if err == nil && declared < 0 && int64(len(body)) > first && first < limit {
-		if !take(limit-first, -1) {
-			return nil, nil, full()
-		}
-		more := make([]byte, len(body), limit+1)
-		copy(more, body)
-		body, err = readInto(r.Body, more)
-	}
+	body, err := c.read(r.Body, limit)
 	_ = rc.SetReadDeadline(time.Time{})
-	if err == nil && int64(len(body)) <= limit {
-		return body, release, nil
+	if err == nil {
+		return body, c.release, nil
 	}
-	release()
+	c.release()
 	var a answer
 	switch {
-	case err == nil:
-		a = answer{status: http.StatusRequestEntityTooLarge, outcome: outcomeRejected,
-			reason: "body over " + strconv.FormatInt(limit, 10) + " bytes"}
+	case errors.Is(err, errBodyTooLarge):
+		a = tooLarge
+	case errors.Is(err, errBudgetFull):
+		w.Header().Set("Retry-After", "1")
+		a = answer{status: http.StatusServiceUnavailable, outcome: outcomeRejected,
+			reason: fmt.Sprintf("request bodies being read already hold the %d-byte budget", s.bodies.total)}
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		a = answer{status: http.StatusRequestTimeout, outcome: outcomeRejected,
 			reason: "body not received within " + s.bodyTimeout().String()}
@@ -166,19 +215,4 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, s
 	}
 	a = s.refuse(w, a)
 	return nil, nil, &a
-}
-
-// readInto reads from r into buf's free capacity until it is full or r ends.
-func readInto(r io.Reader, buf []byte) ([]byte, error) {
-	for len(buf) < cap(buf) {
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if errors.Is(err, io.EOF) {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-	return buf, nil
 }

@@ -52,6 +52,9 @@ type answer struct {
 	routes  int
 	err     error
 	trigger bool // a first delivery: sweep right after the answer is written
+	// unauth: given before the signature was verified, so to anyone; its
+	// log line is short and rate limited (refusals.go).
+	unauth bool
 }
 
 func ephemeral(text string) []byte {
@@ -69,7 +72,7 @@ func (s *Server) slackHandler(endpoint string, h func(ctx context.Context, req r
 		switch {
 		case r.Method != http.MethodPost:
 			w.Header().Set("Allow", http.MethodPost)
-			a = answer{status: http.StatusMethodNotAllowed, outcome: outcomeRejected, reason: "method " + r.Method}
+			a = answer{status: http.StatusMethodNotAllowed, outcome: outcomeRejected, reason: "method " + clip(r.Method, 16), unauth: true}
 		default:
 			var release func()
 			a, release = s.readAndVerify(w, r, endpoint, start, h)
@@ -118,37 +121,52 @@ func (s *Server) slackHandler(endpoint string, h func(ctx context.Context, req r
 // release function, when not nil, returns the body's bytes to the budget.
 func (s *Server) readAndVerify(w http.ResponseWriter, r *http.Request, endpoint string, start time.Time,
 	h func(ctx context.Context, req request) answer) (answer, func()) {
+	a, body, release := s.readVerified(w, r, endpoint, start)
+	if body == nil {
+		a.unauth = true
+		return a, release
+	}
+	ctx, cancel := context.WithDeadline(r.Context(), start.Add(s.cfg.Ack.Budget.Duration))
+	defer cancel()
+	return h(ctx, request{r: r, body: body, start: start}), release
+}
+
+// readVerified reads a request's body and verifies its signature. It
+// returns the body (not nil) when the request is Slack's, or else the
+// answer, given before anything could be authenticated.
+func (s *Server) readVerified(w http.ResponseWriter, r *http.Request, endpoint string, start time.Time) (answer, []byte, func()) {
 	if herr := s.verify.CheckHeaders(r.Header); herr != nil {
 		reject := answer{status: http.StatusUnauthorized, outcome: outcomeRejected, reason: herr.Error()}
 		if endpoint != "commands" || r.ContentLength > sslCheckMax {
-			return s.refuse(w, reject), nil
+			return s.refuse(w, reject), nil, nil
 		}
 		body, release, ra := s.readBody(w, r, sslCheckMax, start)
 		if ra != nil {
-			return *ra, nil
+			return *ra, nil, nil
 		}
 		release() // held no longer than this check
 		if sslCheck(body) {
-			return answer{outcome: outcomeIgnored, reason: "ssl_check", typ: "ssl_check"}, nil
+			return answer{outcome: outcomeIgnored, reason: "ssl_check", typ: "ssl_check"}, nil, nil
 		}
-		return reject, nil
+		return reject, nil, nil
 	}
 	body, release, ra := s.readBody(w, r, MaxBody, start)
 	if ra != nil {
-		return *ra, nil
+		return *ra, nil, nil
 	}
 	if verr := s.verify.Verify(r.Header, body); verr != nil {
 		if endpoint == "commands" && sslCheck(body) {
 			// Slack's SSL check of a command URL: answered 200 whether or
 			// not it is signed; nothing is read from it and nothing is
 			// written.
-			return answer{outcome: outcomeIgnored, reason: "ssl_check", typ: "ssl_check"}, release
+			return answer{outcome: outcomeIgnored, reason: "ssl_check", typ: "ssl_check"}, nil, release
 		}
-		return answer{status: http.StatusUnauthorized, outcome: outcomeRejected, reason: verr.Error()}, release
+		return answer{status: http.StatusUnauthorized, outcome: outcomeRejected, reason: verr.Error()}, nil, release
 	}
-	ctx, cancel := context.WithDeadline(r.Context(), start.Add(s.cfg.Ack.Budget.Duration))
-	defer cancel()
-	return h(ctx, request{r: r, body: body, start: start}), release
+	if body == nil {
+		body = []byte{} // an empty body, verified
+	}
+	return answer{}, body, release
 }
 
 // logAttrs appends what both ingresses log of an answer: its id, type,
@@ -176,11 +194,13 @@ func (s *Server) logAnswer(endpoint string, r *http.Request, a answer, took time
 		slog.String("endpoint", endpoint), slog.Int("status", a.status), slog.String("outcome", a.outcome),
 		slog.Float64("latency_ms", float64(took.Microseconds())/1000),
 	}
+	if a.unauth {
+		// Nothing of the request but validated or clipped values.
+		a.reason = clip(a.reason, maxLoggedReason)
+	}
 	attrs = a.logAttrs(attrs)
 	// Slack's retry headers are logged for the operator; they never decide.
-	if n := r.Header.Get("X-Slack-Retry-Num"); n != "" {
-		attrs = append(attrs, slog.String("retry_num", n), slog.String("retry_reason", r.Header.Get("X-Slack-Retry-Reason")))
-	}
+	attrs = retryAttrs(r.Header, attrs)
 	if a.err != nil {
 		attrs = append(attrs, slog.String("err", a.err.Error()))
 	}
@@ -190,6 +210,10 @@ func (s *Server) logAnswer(endpoint string, r *http.Request, a answer, took time
 		level, msg = slog.LevelWarn, "rejected"
 	case outcomeFailed:
 		level, msg = slog.LevelError, "intent not recorded: nothing was written"
+	}
+	if a.unauth {
+		s.refused.record(level, msg, attrs, a.status, a.reason)
+		return
 	}
 	s.log.LogAttrs(context.Background(), level, msg, attrs...)
 }

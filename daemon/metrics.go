@@ -26,7 +26,7 @@ type metrics struct {
 	sweepErrors   prometheus.Counter
 }
 
-func newMetrics(st store.Store) *metrics {
+func newMetrics(st store.Store, queue *cached[store.Queue]) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		ackLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -71,7 +71,7 @@ func newMetrics(st store.Store) *metrics {
 			Name: "ackd_sqlite_busy_errors_total",
 			Help: "SQLite SQLITE_BUSY/SQLITE_LOCKED errors (another connection or process held the write lock too long).",
 		}, func() float64 { return float64(st.BusyErrors()) }),
-		&queueCollector{st: st},
+		&queueCollector{queue: queue},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -98,17 +98,18 @@ func (m *metrics) Swept(took time.Duration, _ sweep.Result, err error) {
 	}
 }
 
-// queueCollector reads the outbox counts from the database at scrape time:
-// two indexed queries on the read pool, bounded by a short deadline.
-type queueCollector struct{ st store.Store }
+// queueCollector reads the outbox counts from the database at scrape time,
+// at most once a second however often /metrics is scraped (probes.go):
+// scrapes within a second of the last count share it.
+type queueCollector struct{ queue *cached[store.Queue] }
 
 var (
 	rowsDesc = prometheus.NewDesc("ackd_outbox_rows",
-		"Outbox rows by status, read from the database at scrape.", []string{"status"}, nil)
+		"Outbox rows by status, read from the database at scrape (at most once a second).", []string{"status"}, nil)
 	oldestDesc = prometheus.NewDesc("ackd_outbox_oldest_pending_seconds",
 		"Age of the oldest pending outbox row (0 when none).", nil, nil)
 	upDesc = prometheus.NewDesc("ackd_database_up",
-		"1 if the outbox could be read at scrape.", nil, nil)
+		"1 if the outbox could be read at scrape (at most once a second).", nil, nil)
 )
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -118,9 +119,7 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	qs, err := q.st.Queue(ctx)
+	qs, _, err := q.queue.get(context.Background())
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0)
 		return

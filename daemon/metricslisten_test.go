@@ -42,7 +42,7 @@ func TestMetricsListener(t *testing.T) {
 			t.Fatalf("Slack port /slack/events: status %d %q, want 200", r.Status, r.Body)
 		}
 
-		if code, body := get(t, ops+"/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
+		if code, body := get(t, ops+"/healthz"); code != http.StatusOK || !strings.HasPrefix(body, "ok (database write checked ") {
 			t.Errorf("metrics port /healthz: %d %q, want 200 ok", code, body)
 		}
 		code, body := get(t, ops+"/metrics")

@@ -68,6 +68,10 @@ type Options struct {
 	// BodyBudget bounds the bytes of Slack request bodies held at once
 	// (default DefaultBodyBudget); see bodyBudget.
 	BodyBudget int64
+	// RefusedLogEvery is the interval of the log lines of unauthenticated
+	// answers: the first of each is logged, the rest summarized at its end
+	// (default DefaultRefusedLogEvery); see refusalLog.
+	RefusedLogEvery time.Duration
 }
 
 // Server is a running ackd.
@@ -79,6 +83,8 @@ type Server struct {
 	sweeper *sweep.Sweeper
 	verify  *Verifier // nil: no signing secret, HTTP Slack routes off
 	bodies  *bodyBudget
+	refused *refusalLog
+	probes  *probeCache
 	metrics *metrics
 	socket  *socketIngress // nil unless [socket_mode] enabled
 
@@ -142,6 +148,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
 		bodies: newBodyBudget(opts.BodyBudget), kick: make(chan struct{}, 1)}
+	s.refused = newRefusalLog(s.log, opts.RefusedLogEvery)
 	if opts.Secrets.SigningSecret != "" {
 		// Without a signing secret (Socket Mode alone) the HTTP Slack
 		// routes are not served at all.
@@ -223,7 +230,8 @@ func (s *Server) Open(ctx context.Context) (err error) {
 			st.Close()
 		}
 	}()
-	s.metrics = newMetrics(st)
+	s.probes = newProbeCache(st, s.log)
+	s.metrics = newMetrics(st, s.probes.queue)
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ackd_request_body_bytes_held",
 		Help: "Bytes of the request body budget reserved by Slack requests being read or answered now.",
@@ -284,6 +292,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	s.goLoop(s.immediateLoop)
 	s.goLoop(s.pruneLoop)
 	s.goLoop(s.heartbeatLoop)
+	s.goLoop(func() { s.every(s.refused.every, s.refused.flush) })
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
 	}
@@ -371,6 +380,7 @@ func (s *Server) Close() error {
 			s.cancel()
 		}
 		s.wg.Wait()
+		s.refused.flush() // what the last interval counted
 		if s.store != nil && s.instance.ID != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			// Not a shutdown failure: the row goes stale and status stops
@@ -604,12 +614,13 @@ func (s *Server) operatorMux(mux *http.ServeMux) *http.ServeMux {
 	return mux
 }
 
+// handleHealth answers from the cached database write check (probes.go):
+// the body says how old it is.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-	defer cancel()
-	if err := s.store.CheckWrite(ctx); err != nil {
-		s.log.Warn("health check failed", "err", err)
-		http.Error(w, "database not writable: "+err.Error(), http.StatusServiceUnavailable)
+	_, age, err := s.probes.write.get(r.Context())
+	checked := "database write checked " + age.Round(time.Millisecond).String() + " ago"
+	if err != nil {
+		http.Error(w, "database not writable: "+err.Error()+" ("+checked+")", http.StatusServiceUnavailable)
 		return
 	}
 	if !s.healthy() {
@@ -620,5 +631,5 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	fmt.Fprintln(w, "ok")
+	fmt.Fprintln(w, "ok ("+checked+")")
 }

@@ -130,7 +130,7 @@ func newSocketIngress(s *Server) *socketIngress {
 		}, []string{"type", "outcome"}),
 		replaced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ackd_socket_reconnects_total",
-			Help: "Socket Mode connections replaced, by reason (refresh, silent, closed).",
+			Help: "Socket Mode connections replaced, by reason (refresh, silent, write_failed, closed).",
 		}, []string{"reason"}),
 	}
 	s.metrics.reg.MustRegister(si.envelopes, si.replaced, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -234,7 +234,9 @@ func (si *socketIngress) runSlot(slot int) {
 			err := cur.endErr
 			reason, lvl := "closed", slog.LevelWarn
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if werr := cur.failedWrite(); werr != nil {
+				reason, err = "write_failed", werr
+			} else if errors.As(err, &ne) && ne.Timeout() {
 				reason = "silent"
 			}
 			si.replaced.WithLabelValues(reason).Inc()
@@ -242,8 +244,11 @@ func (si *socketIngress) runSlot(slot int) {
 				lvl = slog.LevelDebug
 			}
 			msg := "socket mode: connection closed; replacing it"
-			if reason == "silent" {
+			switch reason {
+			case "silent":
 				msg = "socket mode: connection received nothing (no envelope, ping or pong) within socket_mode.silence; closing and replacing it"
+			case "write_failed":
+				msg = "socket mode: a write on the connection failed (it cannot write again: acks on it would be lost); closed it, replacing it"
 			}
 			lived := time.Since(cur.opened)
 			log.Log(context.Background(), lvl, msg, "conn", cur.id, "err", err.Error(), "lived", lived.Round(time.Millisecond).String())
@@ -404,7 +409,8 @@ type sockConn struct {
 	endErr     error         // why; read after ended
 
 	mu       sync.Mutex
-	live     bool // counted in si.live
+	live     bool  // counted in si.live
+	writeErr error // the first write that failed; the connection is closing
 	inflight int
 	idle     chan struct{} // closed when inflight drops to 0
 	closed   sync.Once
@@ -470,6 +476,31 @@ func (c *sockConn) shutdown() {
 	<-c.ended
 }
 
+// writeFailed ends the connection after a write (an ack, a ping, a pong)
+// failed. gorilla/websocket never writes on a connection again once a write
+// failed or timed out (every later write returns that error), so acks of
+// envelopes still arriving on it could never be sent while it looked live.
+// Closing it ends its read loop, and its slot replaces it; the envelopes
+// whose acks were lost are sent again by Slack and dedup on their receipts.
+func (c *sockConn) writeFailed(err error) {
+	c.mu.Lock()
+	first := c.writeErr == nil
+	if first {
+		c.writeErr = err
+	}
+	c.mu.Unlock()
+	if first {
+		c.close()
+	}
+}
+
+// failedWrite is the write error that ended the connection, or nil.
+func (c *sockConn) failedWrite() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writeErr
+}
+
 func (c *sockConn) close() {
 	c.closed.Do(func() {
 		c.setLive(false)
@@ -484,15 +515,10 @@ func (c *sockConn) readLoop() {
 	silence := c.si.cfg.Silence.Duration
 	c.ws.SetPingHandler(func(data string) error {
 		_ = c.ws.SetReadDeadline(time.Now().Add(silence))
-		err := c.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
-		if err == websocket.ErrCloseSent || errors.Is(err, net.ErrClosed) {
-			return nil
+		if err := c.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second)); err != nil {
+			c.writeFailed(err) // the read loop ends when the close lands
 		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return nil
-		}
-		return err
+		return nil
 	})
 	c.ws.SetPongHandler(func(string) error {
 		return c.ws.SetReadDeadline(time.Now().Add(silence))
@@ -509,7 +535,10 @@ func (c *sockConn) readLoop() {
 			case <-stopPing:
 				return
 			case <-t.C:
-				_ = c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(time.Second))
+				if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(time.Second)); err != nil {
+					c.writeFailed(err)
+					return
+				}
 			}
 		}
 	}()
@@ -651,9 +680,13 @@ func (c *sockConn) ack(envelopeID string, payload json.RawMessage) error {
 		b, _ = json.Marshal(ackMsg{EnvelopeID: envelopeID})
 	}
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	_ = c.ws.SetWriteDeadline(time.Now().Add(time.Second))
-	return c.ws.WriteMessage(websocket.TextMessage, b)
+	err = c.ws.WriteMessage(websocket.TextMessage, b)
+	c.wmu.Unlock()
+	if err != nil {
+		c.writeFailed(err)
+	}
+	return err
 }
 
 func (si *socketIngress) logEnvelope(c *sockConn, f socketFrame, a answer, acked bool, ackErr error, took time.Duration) {
