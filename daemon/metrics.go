@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
@@ -15,6 +16,9 @@ import (
 // own registry, so tests can run several servers in one process.
 type metrics struct {
 	reg *prometheus.Registry
+	// runtime holds the Go and process collectors, which read /proc and the
+	// runtime at each gather: gathered at most once a second (gatherer).
+	runtime *cached[[]*dto.MetricFamily]
 
 	ackLatency    *prometheus.HistogramVec // endpoint, outcome
 	requests      *prometheus.CounterVec   // endpoint, status
@@ -72,10 +76,23 @@ func newMetrics(st store.Store, queue *cached[store.Queue]) *metrics {
 			Help: "SQLite SQLITE_BUSY/SQLITE_LOCKED errors (another connection or process held the write lock too long).",
 		}, func() float64 { return float64(st.BusyErrors()) }),
 		&queueCollector{queue: queue},
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	rt := prometheus.NewRegistry()
+	rt.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.runtime = newCached(probeEvery, 2*time.Second, func(context.Context) ([]*dto.MetricFamily, error) { return rt.Gather() })
 	return m
+}
+
+// gatherer is what /metrics serves: ackd's own series, gathered at each
+// scrape (the outbox counts at most once a second, see queueCollector),
+// and the Go and process series, gathered at most once a second however
+// often /metrics is scraped. Families are only read once gathered, so
+// scrapes share them.
+func (m *metrics) gatherer() prometheus.Gatherer {
+	return prometheus.Gatherers{m.reg, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		fams, _, err := m.runtime.get(context.Background())
+		return fams, err
+	})}
 }
 
 // Attempt implements sweep.Observer.

@@ -314,9 +314,10 @@ text   = "seen"
 		if v := m.value("ackd_effect_attempts_total", "effect", "post", "outcome", "parked"); v != 1 {
 			t.Errorf(`ackd_effect_attempts_total{effect="post",outcome="parked"} = %v, want 1`, v)
 		}
-		if v := m.value("ackd_outbox_rows", "status", "parked"); v != 1 {
-			t.Errorf(`ackd_outbox_rows{status="parked"} = %v, want 1`, v)
-		}
+		// The counts are read at most once a second.
+		waitFor(t, `ackd_outbox_rows{status="parked"} to read 1`, 10*time.Second, func() bool {
+			return srv.scrape().value("ackd_outbox_rows", "status", "parked") == 1
+		})
 		if v := m.value("ackd_fence_rejections_total"); v != 0 {
 			t.Errorf("ackd_fence_rejections_total = %v, want 0", v)
 		}

@@ -78,6 +78,13 @@ func (c *cached[T]) get(ctx context.Context) (T, time.Duration, error) {
 	return val, time.Since(started), err
 }
 
+// checks is how many times fn ran.
+func (c *cached[T]) checks() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs
+}
+
 // probeCache holds the database answers behind /healthz and /metrics.
 type probeCache struct {
 	write *cached[struct{}]

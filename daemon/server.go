@@ -610,7 +610,7 @@ func (s *Server) Handler() http.Handler {
 // operatorMux adds the operator endpoints to mux.
 func (s *Server) operatorMux(mux *http.ServeMux) *http.ServeMux {
 	mux.HandleFunc("/healthz", s.handleHealth)
-	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.gatherer(), promhttp.HandlerOpts{}))
 	return mux
 }
 
