@@ -431,3 +431,73 @@ func TestSocketModeOwnPingsKeepAQuietConnection(t *testing.T) {
 		t.Errorf("%d connections opened, want 2: pongs to ackd's pings must count as received; log:\n%s", n, s.Logs)
 	}
 }
+
+// A write that fails ends the connection (issue 21, part 7): once a write
+// timed out, gorilla/websocket never writes on that connection again, so a
+// connection left "live" after one took envelopes, committed them and never
+// acked them. Here the fake stops reading from the only connection; ackd's
+// acks fill the kernel's buffers until one times out, and ackd must close
+// that connection and open another, on which Slack's re-sends are acked.
+func TestSocketModeFailedWriteReplacesTheConnection(t *testing.T) {
+	api := fakeslack.New(t, evBotToken)
+	sock := api.SocketMode(t, sockAppToken)
+	sock.AckTimeout = time.Second
+	sock.MaxRetries = 20
+	ackText := strings.Repeat("x", 15<<10) // each ack about 15 KB, under Slack's 20 KB
+	cfg := configFor(t, fmt.Sprintf(`[slack]
+api_url = %q
+[socket_mode]
+enabled = true
+connections = 1
+[[route]]
+name     = "big"
+command  = "/big"
+ack_text = %q
+effect   = "log"
+`, api.URL(), ackText))
+	s := startServerNoSecret(t, cfg, daemon.Options{Secrets: daemon.Secrets{AppToken: sockAppToken}})
+	if !sock.Wait(10*time.Second, func() bool { return len(sock.Open()) == 1 }) {
+		t.Fatalf("not connected; log:\n%s", s.Logs)
+	}
+	sock.Stall(1)
+
+	// How much the kernel buffers before a write blocks depends on the
+	// machine: send commands until ackd gives the connection up.
+	replaced := func() bool { return len(sock.Conns()) >= 2 }
+	var keys []string
+	for batch := 0; !replaced() && batch < 40; batch++ {
+		for range 25 {
+			key := fmt.Sprintf("big%03d", len(keys))
+			cmd := sockCommand("T."+key, "")
+			cmd["command"] = "/big"
+			sock.Send(key, "slash_commands", cmd)
+			keys = append(keys, key)
+		}
+		sock.Wait(2*time.Second, replaced)
+	}
+	if !replaced() {
+		t.Fatalf("%d commands sent on a connection the fake does not read, and ackd never replaced it; log:\n%.4000s", len(keys), s.Logs)
+	}
+	for _, k := range keys {
+		if !sock.Wait(20*time.Second, func() bool { return sock.Acked(k) }) {
+			t.Fatalf("%s never acked (of %d commands)", k, len(keys))
+		}
+	}
+	t.Logf("%d commands sent before the replacement", len(keys))
+	if c := sock.Conns()[0]; c.Closed.IsZero() || !c.ClosedByClient {
+		t.Errorf("the stalled connection was not closed by ackd: %+v", c)
+	}
+	waitFor(t, "the replacement logged", 10*time.Second, func() bool {
+		return s.Logs.Find("msg", "socket mode: a write on the connection failed (it cannot write again: acks on it would be lost); closed it, replacing it", "conn", 1) != nil
+	})
+	if got := s.scrape().value("ackd_socket_reconnects_total", "reason", "write_failed"); got != 1 {
+		t.Errorf(`ackd_socket_reconnects_total{reason="write_failed"} = %v, want 1`, got)
+	}
+	// Each command acted once, whichever connection acked it.
+	if n := s.count(`SELECT count(*) FROM slack_event_receipts`); n != len(keys) {
+		t.Errorf("%d receipts for %d commands", n, len(keys))
+	}
+	if n := s.count(`SELECT count(*) FROM outbox`); n != len(keys) {
+		t.Errorf("%d outbox rows for %d commands", n, len(keys))
+	}
+}

@@ -2,7 +2,9 @@ package fakeslack
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,8 +29,11 @@ const socketPath = "/link/"
 // wait. Client pings are answered with pongs. Refresh sends a `disconnect`
 // (refresh_requested) and closes the connection RefreshGrace later unless the
 // client closed it first; Silence makes a connection send nothing at all (no
-// ping, no pong, no envelope); Revoke makes apps.connections.open
-// answer invalid_auth. Every envelope sent, every ack and every connection is
+// ping, no pong, no envelope); Stall makes the fake stop reading from a
+// connection (as a Slack whose side hangs: the client's acks pile up in the
+// kernel's buffers until its writes block and time out); Revoke makes
+// apps.connections.open answer invalid_auth. A connection whose ping cannot
+// be written any more (the client closed it) counts as closed. Every envelope sent, every ack and every connection is
 // recorded.
 //
 // Limits: one app, one fake team; acks of 20 KB or more are recorded as
@@ -90,6 +95,7 @@ type ConnInfo struct {
 	Opened, Closed      time.Time // Closed zero while open
 	ClosedByClient      bool
 	Refreshed, Silenced bool
+	Stalled             bool
 }
 
 type delivery struct {
@@ -111,7 +117,8 @@ type sconn struct {
 	byClient  bool
 	refreshed bool
 	silenced  bool
-	hello     bool // hello sent: envelopes may follow
+	stalled   chan struct{} // not nil while Stall holds the reader; closed by Unstall
+	hello     bool          // hello sent: envelopes may follow
 	stop      chan struct{}
 }
 
@@ -263,7 +270,12 @@ func (k *Socket) pinger(c *sconn) {
 			silent := c.silenced
 			k.mu.Unlock()
 			if !silent {
-				_ = c.ws.WriteControl(websocket.PingMessage, []byte("ping"), time.Now().Add(time.Second))
+				err := c.ws.WriteControl(websocket.PingMessage, []byte("ping"), time.Now().Add(time.Second))
+				var ne net.Error
+				if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+					k.closed(c, true) // the client is gone
+					return
+				}
 			}
 		}
 	}
@@ -271,6 +283,16 @@ func (k *Socket) pinger(c *sconn) {
 
 func (k *Socket) reader(c *sconn) {
 	for {
+		k.mu.Lock()
+		stalled := c.stalled
+		k.mu.Unlock()
+		if stalled != nil {
+			select {
+			case <-stalled:
+			case <-c.stop:
+				return
+			}
+		}
 		_, msg, err := c.ws.ReadMessage()
 		if err != nil {
 			k.closed(c, true)
@@ -472,6 +494,30 @@ func (k *Socket) Silence(id int) {
 	k.mu.Unlock()
 }
 
+// Stall makes the fake stop reading from connection id (after the message
+// it may be reading now): acks sent on it are not received, and once the
+// kernel's buffers are full the client's writes block. The fake still
+// writes on it (pings, envelopes), as a half-hung peer would.
+func (k *Socket) Stall(id int) {
+	k.mu.Lock()
+	if c := k.conn(id); c != nil && c.stalled == nil {
+		c.stalled = make(chan struct{})
+	}
+	k.change()
+	k.mu.Unlock()
+}
+
+// Unstall makes the fake read from connection id again.
+func (k *Socket) Unstall(id int) {
+	k.mu.Lock()
+	if c := k.conn(id); c != nil && c.stalled != nil {
+		close(c.stalled)
+		c.stalled = nil
+	}
+	k.change()
+	k.mu.Unlock()
+}
+
 // Drop closes connection id from the server side, as a network failure would.
 func (k *Socket) Drop(id int) {
 	k.mu.Lock()
@@ -496,7 +542,7 @@ func (k *Socket) Conns() []ConnInfo {
 	out := make([]ConnInfo, len(k.conns))
 	for i, c := range k.conns {
 		out[i] = ConnInfo{ID: c.id, Opened: c.opened, Closed: c.closed, ClosedByClient: c.byClient,
-			Refreshed: c.refreshed, Silenced: c.silenced}
+			Refreshed: c.refreshed, Silenced: c.silenced, Stalled: c.stalled != nil}
 	}
 	return out
 }
