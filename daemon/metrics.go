@@ -1,12 +1,17 @@
 package daemon
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
@@ -15,10 +20,8 @@ import (
 // metrics are the Prometheus series served on /metrics. Each Server has its
 // own registry, so tests can run several servers in one process.
 type metrics struct {
-	reg *prometheus.Registry
-	// runtime holds the Go and process collectors, which read /proc and the
-	// runtime at each gather: gathered at most once a second (gatherer).
-	runtime *cached[[]*dto.MetricFamily]
+	reg  *prometheus.Registry
+	page *cached[metricsPage] // /metrics, rendered at most once a second
 
 	ackLatency    *prometheus.HistogramVec // endpoint, outcome
 	requests      *prometheus.CounterVec   // endpoint, status
@@ -30,7 +33,7 @@ type metrics struct {
 	sweepErrors   prometheus.Counter
 }
 
-func newMetrics(st store.Store, queue *cached[store.Queue]) *metrics {
+func newMetrics(st store.Store) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		ackLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -75,24 +78,72 @@ func newMetrics(st store.Store, queue *cached[store.Queue]) *metrics {
 			Name: "ackd_sqlite_busy_errors_total",
 			Help: "SQLite SQLITE_BUSY/SQLITE_LOCKED errors (another connection or process held the write lock too long).",
 		}, func() float64 { return float64(st.BusyErrors()) }),
-		&queueCollector{queue: queue},
+		&queueCollector{st: st},
 	)
-	rt := prometheus.NewRegistry()
-	rt.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.runtime = newCached(probeEvery, 2*time.Second, func(context.Context) ([]*dto.MetricFamily, error) { return rt.Gather() })
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.page = newCached(probeEvery, 5*time.Second, func(context.Context) (metricsPage, error) { return m.render() })
 	return m
 }
 
-// gatherer is what /metrics serves: ackd's own series, gathered at each
-// scrape (the outbox counts at most once a second, see queueCollector),
-// and the Go and process series, gathered at most once a second however
-// often /metrics is scraped. Families are only read once gathered, so
-// scrapes share them.
-func (m *metrics) gatherer() prometheus.Gatherer {
-	return prometheus.Gatherers{m.reg, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		fams, _, err := m.runtime.get(context.Background())
-		return fams, err
-	})}
+// metricsPage is one rendering of /metrics, plain and gzipped.
+type metricsPage struct{ plain, gz []byte }
+
+// render gathers every series and encodes them in the text format.
+func (m *metrics) render() (metricsPage, error) {
+	fams, err := m.reg.Gather()
+	if err != nil {
+		return metricsPage{}, err
+	}
+	var plain, gz bytes.Buffer
+	for _, mf := range fams {
+		if _, err := expfmt.MetricFamilyToText(&plain, mf); err != nil {
+			return metricsPage{}, err
+		}
+	}
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
+	_, _ = zw.Write(plain.Bytes())
+	if err := zw.Close(); err != nil {
+		return metricsPage{}, err
+	}
+	return metricsPage{plain: plain.Bytes(), gz: gz.Bytes()}, nil
+}
+
+// textFormat is the Content-Type of the text exposition format.
+var textFormat = string(expfmt.NewFormat(expfmt.TypeTextPlain))
+
+// handler serves /metrics from a page rendered at most once per probeEvery
+// (probes.go): gathering (the outbox counts, /proc), encoding and gzipping
+// are done once however often /metrics is scraped, and scrapes within a
+// second of one another get the same page. Only the text format is served
+// (every Prometheus accepts it), gzipped when the scraper asks.
+func (m *metrics) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _, err := m.page.get(r.Context())
+		if err != nil {
+			http.Error(w, "gathering metrics: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		body := p.plain
+		w.Header().Set("Content-Type", textFormat)
+		if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+			w.Header().Set("Content-Encoding", "gzip")
+			body = p.gz
+		}
+		w.Header().Set("Vary", "Accept-Encoding")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body)
+	})
+}
+
+// acceptsGzip reports whether an Accept-Encoding header allows gzip.
+func acceptsGzip(h string) bool {
+	for _, part := range strings.Split(h, ",") {
+		enc, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(enc), "gzip") {
+			return strings.ReplaceAll(strings.TrimSpace(params), " ", "") != "q=0"
+		}
+	}
+	return false
 }
 
 // Attempt implements sweep.Observer.
@@ -115,10 +166,9 @@ func (m *metrics) Swept(took time.Duration, _ sweep.Result, err error) {
 	}
 }
 
-// queueCollector reads the outbox counts from the database at scrape time,
-// at most once a second however often /metrics is scraped (probes.go):
-// scrapes within a second of the last count share it.
-type queueCollector struct{ queue *cached[store.Queue] }
+// queueCollector reads the outbox counts from the database when /metrics
+// is rendered, at most once a second (handler).
+type queueCollector struct{ st store.Store }
 
 var (
 	rowsDesc = prometheus.NewDesc("ackd_outbox_rows",
@@ -136,7 +186,9 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
-	qs, _, err := q.queue.get(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	qs, err := q.st.Queue(ctx)
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0)
 		return

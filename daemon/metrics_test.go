@@ -242,10 +242,12 @@ func TestMetrics(t *testing.T) {
 		if r := srv.postEvent(eventBody("EvMetrics", message("C1", "1700000000.000200", "hi"))); r.Status != http.StatusOK {
 			t.Fatalf("redelivery: %d %s", r.Status, r.Body)
 		}
-		dup := srv.scrape()
-		if got := dup.value("ackd_ack_latency_seconds", "endpoint", "events", "outcome", "duplicate"); got != 1 {
-			t.Errorf(`ack latency {outcome="duplicate"} count = %v, want 1`, got)
-		}
+		// /metrics is rendered at most once a second.
+		var dup metricsScrape
+		waitFor(t, `ack latency {outcome="duplicate"} count to read 1`, 10*time.Second, func() bool {
+			dup = srv.scrape()
+			return dup.value("ackd_ack_latency_seconds", "endpoint", "events", "outcome", "duplicate") == 1
+		})
 		if got := dup.value("ackd_requests_total", "endpoint", "events", "status", "200"); got != after.value("ackd_requests_total", "endpoint", "events", "status", "200")+1 {
 			t.Errorf(`requests_total{status="200"} = %v after the redelivery, want one more`, got)
 		}
@@ -269,7 +271,13 @@ func TestMetrics(t *testing.T) {
 			t.Fatalf("forged request: %d, want 401", r.Status)
 		}
 
-		after := srv.scrape()
+		// /metrics is rendered at most once a second: the page before the
+		// request may still be served.
+		var after metricsScrape
+		waitFor(t, "ackd_requests_total{status=401} to move", 10*time.Second, func() bool {
+			after = srv.scrape()
+			return after.value("ackd_requests_total", "endpoint", "events", "status", "401") > before.value("ackd_requests_total", "endpoint", "events", "status", "401")
+		})
 		for _, c := range []struct {
 			name   string
 			labels []string

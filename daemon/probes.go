@@ -12,11 +12,12 @@ import (
 // Probes from anyone. /healthz and /metrics may be served on the Slack
 // listener, to anyone who can reach it, at any rate; each /healthz commits a
 // write (on PostgreSQL every replica's probes contend for one row) and each
-// /metrics counts the outbox. So the database's answers are cached: the
-// write check and the counts run at most once per probeEvery, however many
-// probes arrive, and a probe that comes while one runs waits for it instead
-// of starting another. 1,000 probes a second cost the database one write
-// and one count a second.
+// /metrics counts the outbox (and reads /proc, and encodes and gzips every
+// series). So their answers are cached: the write check and the /metrics
+// page are made at most once per probeEvery, however many probes arrive,
+// and a probe that comes while one is being made waits for it instead of
+// starting another. 1,000 probes a second cost the database one write and
+// one count a second.
 
 // probeEvery is how long a database answer serves probes.
 const probeEvery = time.Second
@@ -85,15 +86,14 @@ func (c *cached[T]) checks() int {
 	return c.runs
 }
 
-// probeCache holds the database answers behind /healthz and /metrics.
+// probeCache holds the database answer behind /healthz; /metrics has its
+// own (metrics.handler).
 type probeCache struct {
 	write *cached[struct{}]
-	queue *cached[store.Queue]
 }
 
 func newProbeCache(st store.Store, log *slog.Logger) *probeCache {
 	return &probeCache{
-		// The write check within 1 s, the counts within 2 s, as before the cache.
 		write: newCached(probeEvery, time.Second, func(ctx context.Context) (struct{}, error) {
 			err := st.CheckWrite(ctx)
 			if err != nil {
@@ -102,6 +102,5 @@ func newProbeCache(st store.Store, log *slog.Logger) *probeCache {
 			}
 			return struct{}{}, err
 		}),
-		queue: newCached(probeEvery, 2*time.Second, st.Queue),
 	}
 }

@@ -32,7 +32,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
@@ -231,7 +230,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		}
 	}()
 	s.probes = newProbeCache(st, s.log)
-	s.metrics = newMetrics(st, s.probes.queue)
+	s.metrics = newMetrics(st)
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ackd_request_body_bytes_held",
 		Help: "Bytes of the request body budget reserved by Slack requests being read or answered now.",
@@ -610,7 +609,7 @@ func (s *Server) Handler() http.Handler {
 // operatorMux adds the operator endpoints to mux.
 func (s *Server) operatorMux(mux *http.ServeMux) *http.ServeMux {
 	mux.HandleFunc("/healthz", s.handleHealth)
-	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.gatherer(), promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", s.metrics.handler())
 	return mux
 }
 
