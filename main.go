@@ -146,29 +146,63 @@ func (g *globals) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(g.stderr, opts))
 }
 
-// openStore opens the configured database, which must exist: only migrate
-// (and serve) create one; the other commands refuse a path where there is none.
+// How a command opens the database. Only serve (through daemon.New) and
+// migrate create or migrate one; every other command works on the schema it
+// finds, so that inspecting a file with a newer ackd never stops the older
+// ackd serve that runs on it.
+type openMode int
+
+const (
+	openMigrate  openMode = iota // migrate: create if missing, migrate to this binary's schema
+	openWrite                    // must exist, this binary's schema, never migrated (sweep, prune, retry)
+	openReadOnly                 // must exist, any schema from readSchema on, no write of any kind
+)
+
+// readSchema is the oldest schema the inspection commands read: request_id
+// (migration 3) is the newest column they need.
+const readSchema = 3
+
+// openStore opens the configured database read-only (bench's check).
 func (g *globals) openStore(ctx context.Context) (store.Store, daemon.Config, error) {
-	return g.open(ctx, true)
+	return g.open(ctx, openReadOnly)
 }
 
-// withStore opens the configured database (creating it only when create is
-// set), runs fn, closes the database, and reports both errors.
+// withStore opens the configured database (creating and migrating it only
+// when create is set, otherwise as it is: openWrite), runs fn, closes the
+// database, and reports both errors.
 func (g *globals) withStore(ctx context.Context, create bool, fn func(store.Store, daemon.Config) error) error {
-	st, cfg, err := g.open(ctx, !create)
+	mode := openWrite
+	if create {
+		mode = openMigrate
+	}
+	return g.withMode(ctx, mode, fn)
+}
+
+// readStore is withStore for commands that only read: the database is
+// opened read-only (openReadOnly).
+func (g *globals) readStore(ctx context.Context, fn func(store.Store, daemon.Config) error) error {
+	return g.withMode(ctx, openReadOnly, fn)
+}
+
+func (g *globals) withMode(ctx context.Context, mode openMode, fn func(store.Store, daemon.Config) error) error {
+	st, cfg, err := g.open(ctx, mode)
 	if err != nil {
 		return err
 	}
 	return errors.Join(fn(st, cfg), st.Close())
 }
 
-func (g *globals) open(ctx context.Context, mustExist bool) (store.Store, daemon.Config, error) {
+func (g *globals) open(ctx context.Context, mode openMode) (store.Store, daemon.Config, error) {
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return nil, cfg, err
 	}
 	opts := cfg.StoreOptions(schema, nil)
-	opts.MustExist = mustExist
+	opts.MustExist = mode != openMigrate
+	opts.NoMigrate = mode != openMigrate
+	if opts.ReadOnly = mode == openReadOnly; opts.ReadOnly {
+		opts.MinSchema = readSchema
+	}
 	opts.Logger = g.storeLog
 	if opts.Logger == nil {
 		opts.Logger = g.logger().With("component", "store")
@@ -339,7 +373,7 @@ func statusCmd(g *globals) *cobra.Command {
 		Short: "Outbox rows by status, receipts, the oldest pending row's age, and the daemons running on the database",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withStore(cmd.Context(), false, func(st store.Store, cfg daemon.Config) error {
+			return g.readStore(cmd.Context(), func(st store.Store, cfg daemon.Config) error {
 				s, err := st.Stats(cmd.Context())
 				if err != nil {
 					return err
@@ -401,7 +435,7 @@ func outboxCmd(g *globals) *cobra.Command {
 			if status != "" && !slices.Contains(store.Statuses, status) {
 				return fmt.Errorf("outbox list: --status %q is not a status; use one of %s", status, strings.Join(store.Statuses, ", "))
 			}
-			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
+			return g.readStore(cmd.Context(), func(st store.Store, _ daemon.Config) error {
 				rows, err := st.List(cmd.Context(), status, limit)
 				if err != nil {
 					return err
@@ -428,7 +462,7 @@ func outboxCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("outbox show: %q is not a row id", args[0])
 			}
-			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
+			return g.readStore(cmd.Context(), func(st store.Store, _ daemon.Config) error {
 				r, err := st.Get(cmd.Context(), id)
 				if err != nil {
 					return err

@@ -101,6 +101,10 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "ackd"
 	}
+	if opts.ReadOnly {
+		// The server itself refuses every write of this process's sessions.
+		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, reason(err)
@@ -117,7 +121,12 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 			return nil, errors.New("no ackd schema in this database (ackd serve or ackd migrate creates it)")
 		}
 	}
-	if err := s.migrate(ctx); err != nil {
+	if opts.NoMigrate {
+		err = s.checkSchema(ctx)
+	} else {
+		err = s.migrate(ctx)
+	}
+	if err != nil {
 		pool.Close()
 		return nil, reason(err)
 	}

@@ -48,6 +48,11 @@ type DB interface {
 	// StoredRequests lists the event ids in slack_requests, read past the
 	// store (the contract has no call that lists them), in byte order.
 	StoredRequests(t *testing.T) []string
+	// TryOpen is Open that returns the error instead of failing t.
+	TryOpen(t *testing.T, opts store.Options) (store.Store, error)
+	// SetSchemaVersion records v as the database's schema version, past
+	// the store, as if another ackd had migrated it that far.
+	SetSchemaVersion(t *testing.T, v int)
 }
 
 // NewDB makes a fresh database for one test.
@@ -64,6 +69,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("StoredRequest", func(t *testing.T) { testStoredRequest(t, newDB) })
 	t.Run("Inspect", func(t *testing.T) { testInspect(t, newDB) })
 	t.Run("Instances", func(t *testing.T) { testInstances(t, newDB) })
+	t.Run("OpenModes", func(t *testing.T) { testOpenModes(t, newDB) })
 }
 
 var ctx = context.Background()
