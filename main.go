@@ -34,6 +34,7 @@ import (
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/slacksim"
 	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/store/sqlite"
 	"github.com/ackd/ackd/sweep"
 )
 
@@ -77,6 +78,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		g.with(statusCmd(g), "db"),
 		g.with(outboxCmd(g), "db"),
 		g.with(pruneCmd(g), "db"),
+		g.with(backupCmd(g), "db"),
 		g.with(sendCmd(g), "listen"),
 		g.with(benchCmd(g), "db", "listen"),
 		versionCmd(g),
@@ -590,6 +592,39 @@ func pruneCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+}
+
+func backupCmd(g *globals) *cobra.Command {
+	var force bool
+	c := &cobra.Command{
+		Use:   "backup FILE",
+		Short: "Copy the SQLite database to FILE while ackd runs: consistent, mode 0600, integrity-checked",
+		Long: "Writes one consistent snapshot of the database (VACUUM INTO, while the daemon keeps\n" +
+			"acking) into a file created 0600 beside FILE, checks it with PRAGMA integrity_check,\n" +
+			"fsyncs it and renames it to FILE: FILE is either the whole checked copy or absent.\n" +
+			"The database holds Slack's verification tokens and response_urls: keep backups as\n" +
+			"private as the database. An existing FILE is refused unless --force. The database\n" +
+			"is read, never migrated or written. On PostgreSQL, use pg_dump.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := g.loadConfig()
+			if err != nil {
+				return err
+			}
+			if daemon.IsPostgres(cfg.DB) {
+				return errors.New("backup: the database is PostgreSQL; back it up with pg_dump (ackd backup copies SQLite files)")
+			}
+			info, err := sqlite.Backup(cmd.Context(), cfg.DB, args[0], force)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "backed up %s to %s (%d bytes, schema %d, integrity ok, mode 0600)\n",
+				cfg.DB, info.Path, info.Bytes, info.SchemaVersion)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
+	return c
 }
 
 func (g *globals) baseURL() string {
