@@ -116,13 +116,17 @@ func (g *globals) loadConfig() (daemon.Config, error) {
 	}
 	cfg.ApplyEnv(os.Getenv)
 	// ACKD_DB_FILE: the database setting read from a file (a systemd
-	// credential), because a PostgreSQL URL carries a password.
+	// credential), because a PostgreSQL URL carries a password. It overrides
+	// ACKD_DB rather than conflicting with it: the shipped unit sets
+	// ACKD_DB, and a drop-in adding ACKD_DB_FILE must not stop ackd.
 	if file := os.Getenv("ACKD_DB_FILE"); file != "" {
-		v, err := daemon.Secret("ACKD_DB", os.Getenv)
+		b, err := os.ReadFile(file)
 		if err != nil {
-			return cfg, err
+			return cfg, fmt.Errorf("ACKD_DB_FILE: %w", err)
 		}
-		cfg.DB = v
+		if cfg.DB = strings.TrimSpace(string(b)); cfg.DB == "" {
+			return cfg, fmt.Errorf("ACKD_DB_FILE: %s is empty", file)
+		}
 	}
 	if g.listen != "" {
 		cfg.Listen = g.listen
