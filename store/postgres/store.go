@@ -55,6 +55,10 @@ type Store struct {
 	futureChecked atomic.Int64
 	closed        atomic.Bool
 	busy          atomic.Int64
+
+	// instanceEffects: ackd_instances has its effects column (every schema
+	// this binary migrates to; a read-only store may open an older one).
+	instanceEffects bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -125,6 +129,10 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 		err = s.checkSchema(ctx)
 	} else {
 		err = s.migrate(ctx)
+	}
+	if err == nil {
+		err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = 'ackd_instances' AND column_name = 'effects')`).Scan(&s.instanceEffects)
 	}
 	if err != nil {
 		pool.Close()

@@ -57,6 +57,10 @@ type Store struct {
 	// Leases from the future (see Claim): the clock at the last claim and
 	// at the last look for such leases (0: not yet), unix ms.
 	lastClaim, leasesChecked atomic.Int64
+
+	// instanceEffects: ackd_instances has its effects column (every schema
+	// this binary migrates to; a read-only store may open an older one).
+	instanceEffects bool
 }
 
 // Open opens (creating if needed) the database at path and migrates it.
@@ -113,7 +117,7 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 
-	s := &Store{path: path, opts: opts, w: w, ops: make(chan *op, 4096)}
+	s := &Store{path: path, opts: opts, w: w, ops: make(chan *op, 4096), instanceEffects: true}
 	if opts.NoMigrate {
 		err = s.checkSchema(ctx, w)
 	} else {
@@ -168,6 +172,12 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 		r.Close()
 		return nil, sqliteReason(err)
 	}
+	var n int
+	if err := r.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('ackd_instances') WHERE name = 'effects'`).Scan(&n); err != nil {
+		r.Close()
+		return nil, sqliteReason(err)
+	}
+	s.instanceEffects = n == 1
 	return s, nil
 }
 
