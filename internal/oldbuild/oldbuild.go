@@ -2,8 +2,8 @@
 // repository, for tests that run an older ackd against a file a newer one
 // touched (an upgrade, a downgrade, an inspection by a newer binary):
 //
-//	rev := oldbuild.BeforeLastMigration(t, "schema.sql")
-//	old := oldbuild.Build(t, rev) // path of that commit's ackd binary
+//	rev := oldbuild.BeforeLastMigration(t, "schema.sql") // a commit hash
+//	old := oldbuild.Build(t, rev)                        // that commit's ackd binary
 //
 // Build exports the commit with `git archive REV | tar -x` into a temporary
 // directory and runs `go build` there (with the module cache and proxy the
@@ -21,7 +21,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -86,19 +88,55 @@ func Build(tb testing.TB, rev string) (binary string) {
 	return bin
 }
 
-// BeforeLastMigration returns the parent of the last commit that added or
-// removed a "-- migrate: N" section of schemaFile (a path from the
-// repository's root, e.g. "schema.sql" or "store/postgres/schema.sql"):
-// the newest commit whose ackd knows one migration fewer than today's. It
-// follows history as migrations are added, so no test hard-codes a hash.
+// BeforeLastMigration returns the newest commit, on the first-parent
+// history of HEAD, whose schemaFile (a path from the repository's root,
+// e.g. "schema.sql" or "store/postgres/schema.sql") has fewer "-- migrate: N"
+// sections than HEAD's, numbered 1, 2, 3… in order: the commit just before
+// the last migration arrived, whose ackd knows one migration fewer (or
+// more fewer) than today's. It follows history as migrations are added, so
+// no test hard-codes a hash, and it passes over commits whose sections are
+// misnumbered (two branches' migrations meeting in a merge, renumbered in
+// a later commit).
 func BeforeLastMigration(tb testing.TB, schemaFile string) string {
 	tb.Helper()
 	root := repoRoot(tb)
-	last, err := git(root, "log", "-1", "--format=%H", "-G", `^-- migrate: [0-9]+`, "--", schemaFile)
-	testreq.Need(tb, err == nil && last != "", "git history of "+schemaFile+" is not available (a full git clone is needed)")
-	parent, err := git(root, "rev-parse", "--verify", "--quiet", last+"^")
-	testreq.Need(tb, err == nil && parent != "", "the parent of "+last+" is not in this clone (a full git clone is needed)")
-	return parent
+	head, err := git(root, "show", "HEAD:"+schemaFile)
+	testreq.Need(tb, err == nil, "git history of "+schemaFile+" is not available (a full git clone is needed)")
+	want, ok := migrations(head)
+	if !ok || want == 0 {
+		tb.Fatalf("oldbuild: HEAD's %s has no well-numbered \"-- migrate: N\" sections", schemaFile)
+	}
+	log, err := git(root, "log", "--first-parent", "-m", "--format=%H", "-n", "200", "--", schemaFile)
+	testreq.Need(tb, err == nil && log != "", "git history of "+schemaFile+" is not available (a full git clone is needed)")
+	for _, c := range strings.Fields(log) {
+		parent, err := git(root, "rev-parse", "--verify", "--quiet", c+"^1")
+		if err != nil || parent == "" {
+			break // the first commit, or a shallow clone's edge
+		}
+		text, err := git(root, "show", parent+":"+schemaFile)
+		if err != nil {
+			continue // the file did not exist yet
+		}
+		if n, ok := migrations(text); ok && n > 0 && n < want {
+			return parent
+		}
+	}
+	testreq.Need(tb, false, "no commit with fewer migrations than HEAD in "+schemaFile+"'s history (a full git clone is needed)")
+	return ""
+}
+
+var migrateMarker = regexp.MustCompile(`(?m)^-- migrate: (\d+)\s*$`)
+
+// migrations counts a schema's "-- migrate: N" sections; ok is false unless
+// they number 1, 2, 3… in order (what ackd's store.Migrations accepts).
+func migrations(schema string) (n int, ok bool) {
+	for i, m := range migrateMarker.FindAllStringSubmatch(schema, -1) {
+		if v, err := strconv.Atoi(m[1]); err != nil || v != i+1 {
+			return 0, false
+		}
+		n = i + 1
+	}
+	return n, true
 }
 
 // repoRoot is the top of the git work tree the test runs in.

@@ -30,3 +30,40 @@ func TestBuild(t *testing.T) {
 		t.Fatal("second Build rebuilt the binary")
 	}
 }
+
+func TestBeforeLastMigrationKnowsFewerMigrations(t *testing.T) {
+	rev := BeforeLastMigration(t, "schema.sql")
+	head, err := git(".", "show", "HEAD:schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := git(".", "show", rev+":schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := migrations(head)
+	o, ok := migrations(old)
+	if !ok || o == 0 || o >= h {
+		t.Fatalf("%s has %d migrations (well numbered: %v), HEAD %d", rev, o, ok, h)
+	}
+	if pg := BeforeLastMigration(t, "store/postgres/schema.sql"); pg == "" {
+		t.Fatal("no PostgreSQL revision")
+	}
+}
+
+func TestMigrations(t *testing.T) {
+	for _, tc := range []struct {
+		schema string
+		n      int
+		ok     bool
+	}{
+		{"", 0, true},
+		{"-- migrate: 1\nx\n-- migrate: 2\ny\n", 2, true},
+		{"-- migrate: 1\n-- migrate: 3\n", 0, false},
+		{"-- migrate: 1\n-- migrate: 2\n-- migrate: 2\n", 0, false},
+	} {
+		if n, ok := migrations(tc.schema); n != tc.n || ok != tc.ok {
+			t.Errorf("migrations(%q) = %d, %v; want %d, %v", tc.schema, n, ok, tc.n, tc.ok)
+		}
+	}
+}
