@@ -19,7 +19,7 @@ import (
 // starting another. 1,000 probes a second cost the database one write and
 // one count a second.
 
-// probeEvery is how long a database answer serves probes.
+// probeEvery is how long one answer serves probes.
 const probeEvery = time.Second
 
 // cached runs fn at most once per every and shares its result.
@@ -30,8 +30,8 @@ type cached[T any] struct {
 
 	mu      sync.Mutex
 	at      time.Time     // when the cached answer's check started; zero before the first
-	val     T             // the cached answer
-	err     error         //
+	val     T             // the cached answer: fn's value
+	err     error         // and its error
 	running chan struct{} // closed when the check in flight ends; nil when none
 	runs    int           // checks made, for tests
 }
