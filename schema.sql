@@ -158,3 +158,19 @@ CREATE INDEX outbox_parked ON outbox (id) WHERE status = 'parked';
 -- expired; judging by the row's own length, not the claimer's, keeps a
 -- process with a shorter [sweep] lease from taking a live longer lease.
 ALTER TABLE outbox ADD COLUMN claim_lease_ms INTEGER;
+
+-- migrate: 6
+
+-- A post is confirmed before it is repeated (chat.postMessage has no
+-- idempotency key). outcome_unknown is 1 once an attempt may have taken
+-- effect without ackd learning it: it failed after its request was sent
+-- with no definite answer (a timeout, a reset connection, a 5xx,
+-- internal_error), or a claim found the row still stamped with another
+-- claimer's expired lease (that process died mid-call). It is never
+-- cleared. first_claimed_at is when the row was first claimed: the post's
+-- lookup reads the conversation from a little before it. note is what the
+-- successful attempt said about how it succeeded (found by the lookup, or
+-- posted because the lookup was impossible); result keeps {"channel","ts"}.
+ALTER TABLE outbox ADD COLUMN outcome_unknown INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE outbox ADD COLUMN first_claimed_at INTEGER;
+ALTER TABLE outbox ADD COLUMN note TEXT;

@@ -152,3 +152,19 @@ CREATE INDEX outbox_request_id ON outbox (request_id) WHERE request_id IS NOT NU
 -- expired; judging by the row's own length, not the claimer's, keeps a
 -- replica with a shorter [sweep] lease from taking a live longer lease.
 ALTER TABLE outbox ADD COLUMN claim_lease_ms bigint;
+
+-- migrate: 5
+
+-- A post is confirmed before it is repeated (chat.postMessage has no
+-- idempotency key). outcome_unknown is true once an attempt may have taken
+-- effect without ackd learning it: it failed after its request was sent
+-- with no definite answer (a timeout, a reset connection, a 5xx,
+-- internal_error), or a claim found the row still stamped with another
+-- claimer's expired lease (that replica died mid-call). It is never
+-- cleared. first_claimed_at is when the row was first claimed (the
+-- database's clock): the post's lookup reads the conversation from a
+-- little before it. note is what the successful attempt said about how it
+-- succeeded; result keeps {"channel","ts"}.
+ALTER TABLE outbox ADD COLUMN outcome_unknown boolean NOT NULL DEFAULT false;
+ALTER TABLE outbox ADD COLUMN first_claimed_at bigint;
+ALTER TABLE outbox ADD COLUMN note text;

@@ -60,6 +60,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("Fence", func(t *testing.T) { testFence(t, newDB) })
 	t.Run("CompleteBatch", func(t *testing.T) { testCompleteBatch(t, newDB) })
 	t.Run("Fail", func(t *testing.T) { testFail(t, newDB) })
+	t.Run("OutcomeUnknown", func(t *testing.T) { testOutcomeUnknown(t, newDB) })
 	t.Run("Prune", func(t *testing.T) { testPrune(t, newDB) })
 	t.Run("StoredRequest", func(t *testing.T) { testStoredRequest(t, newDB) })
 	t.Run("Inspect", func(t *testing.T) { testInspect(t, newDB) })
