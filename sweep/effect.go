@@ -27,6 +27,10 @@ type Outcome struct {
 	// them. They are not stored.
 	Reply     []byte
 	ReplyType string
+	// Note is stored in the row's note (store.Row.Note): how the attempt
+	// succeeded, when that is worth an operator's reading (a post found by
+	// its confirmation, or posted because the lookup was impossible).
+	Note string
 }
 
 // Performer performs one effect kind. It must honour ctx (the effect's
@@ -74,6 +78,11 @@ type Failure struct {
 	RetryAfter time.Duration // RateLimited only
 	Code       string        // short machine code: a Slack error ("channel_not_found"), "http_503", "timeout"…
 	Err        error
+	// NotSent: the attempt's request never left (a refused connection, a
+	// name that did not resolve, a lookup that stopped before the call), so
+	// a retryable failure cannot have taken effect. A retryable failure
+	// without it may have (its outcome is unknown: store.FailUnknown).
+	NotSent bool
 }
 
 func (f *Failure) Error() string {
