@@ -444,6 +444,13 @@ func outboxCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "created\t%s\nnext attempt\t%s\nlease until\t%s\ncompleted\t%s\n",
 					t(r.CreatedAt), t(r.NextAttemptAt), t(r.ClaimExpiresAt), t(r.CompletedAt))
 				fmt.Fprintf(w, "last error\t%s\nresult\t%s\n", lastError(r), r.Result)
+				if r.OutcomeUnknown {
+					// A post is then confirmed before it is repeated.
+					fmt.Fprintf(w, "outcome unknown\tyes: an earlier attempt may have taken effect (first claimed %s)\n", t(r.FirstClaimedAt))
+				}
+				if r.Note != "" {
+					fmt.Fprintf(w, "note\t%s\n", r.Note)
+				}
 				w.Flush()
 				fmt.Fprintln(g.stdout, "payload:")
 				printRedacted(g.stdout, []byte(r.Payload))

@@ -53,6 +53,7 @@ type Config struct {
 	Commands  CommandsConfig  `toml:"commands"`
 	Socket    SocketConfig    `toml:"socket_mode"`
 	Metrics   MetricsConfig   `toml:"metrics"`
+	Backfill  BackfillConfig  `toml:"backfill"`
 	Routes    []Route         `toml:"route"`
 
 	// Source names where the config came from ("built-in defaults" or a path).
@@ -92,6 +93,10 @@ type RetentionConfig struct {
 type SlackConfig struct {
 	APIURL    string `toml:"api_url"`
 	BotUserID string `toml:"bot_user_id"`
+	// ConfirmPosts: a post re-attempted after an outcome that may have
+	// reached Slack first looks for its own metadata in the conversation
+	// (default true; see sweep/confirm.go).
+	ConfirmPosts bool `toml:"confirm_posts"`
 }
 
 // FilterConfig drops Events API events ackd will not act on (acked with 200).
@@ -113,6 +118,14 @@ type SocketConfig struct {
 	Enabled     bool     `toml:"enabled"`
 	Connections int      `toml:"connections"` // held at once, 1..10 (Slack's limit per app)
 	Silence     Duration `toml:"silence"`     // a connection that receives nothing this long is replaced
+}
+
+// BackfillConfig paces ackd's reads of Slack's history.
+type BackfillConfig struct {
+	// Rate is the calls a minute to conversations.history and
+	// conversations.replies, all callers together: post confirmation's
+	// lookups (and catch-up) share one budget (slackrate.Budget).
+	Rate int `toml:"rate"`
 }
 
 // MetricsConfig places the operator endpoints.
@@ -189,15 +202,17 @@ func Default() Config {
 			Receipts: Duration{48 * time.Hour}, Done: Duration{168 * time.Hour},
 			Interval: Duration{time.Hour},
 		},
+		Slack:  SlackConfig{ConfirmPosts: true},
 		Filter: FilterConfig{Subtypes: []string{""}, IgnoreBots: true},
 		Commands: CommandsConfig{
 			UnhandledText: "This command is not handled here.",
 			FailedText:    "Sorry, that could not be recorded. Please try again.",
 		},
-		Socket:  SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
-		Routes:  []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
-		Source:  "built-in defaults",
-		Builtin: true,
+		Socket:   SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
+		Backfill: BackfillConfig{Rate: sweep.DefaultHistoryRate},
+		Routes:   []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
+		Source:   "built-in defaults",
+		Builtin:  true,
 	}
 }
 
@@ -322,6 +337,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Sweep.MaxAttempts <= 0 {
 		bad("sweep.max_attempts: %d must be positive", c.Sweep.MaxAttempts)
+	}
+	if c.Backfill.Rate <= 0 {
+		bad("backfill.rate: %d must be positive (calls a minute)", c.Backfill.Rate)
 	}
 	if n := c.Socket.Connections; n < 1 || n > 10 {
 		bad("socket_mode.connections: %d must be between 1 and 10 (Slack allows at most 10 per app)", n)

@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
 )
@@ -179,10 +180,13 @@ func (c Config) RoutedSkips(skip map[string]string) map[string]string {
 	return out
 }
 
-// EffectConfig maps configuration and secrets onto the effects'.
+// EffectConfig maps configuration and secrets onto the effects'. It makes
+// the process's one budget of history reads (sweep.EffectConfig.History):
+// whatever else reads history (catch-up) must share ec.History.
 func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) sweep.EffectConfig {
 	return sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
-		RedeliverSecret: cmp.Or(sec.RedeliverSecret, sec.SigningSecret), HTTPClient: hc, Logger: log}
+		RedeliverSecret: cmp.Or(sec.RedeliverSecret, sec.SigningSecret), HTTPClient: hc, Logger: log,
+		NoConfirm: !c.Slack.ConfirmPosts, History: slackrate.New(c.Backfill.Rate)}
 }
 
 // Open opens the database, binds the listener and starts the background
@@ -229,6 +233,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		Help: "Bytes of the request body budget reserved by Slack requests being read or answered now.",
 	}, func() float64 { return float64(s.bodies.held.Load()) }))
 	ec := s.cfg.EffectConfig(s.opts.Secrets, s.opts.Logger, s.opts.HTTPClient)
+	ec.OnConfirm = s.metrics.confirmed
 	sc := s.cfg.SweepConfig()
 	sc.Skip = ec.Unavailable()
 	s.sweeper = sweep.New(st, sweep.Effects(ec), sc, s.opts.Logger, s.metrics)
