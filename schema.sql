@@ -174,3 +174,9 @@ ALTER TABLE outbox ADD COLUMN claim_lease_ms INTEGER;
 ALTER TABLE outbox ADD COLUMN outcome_unknown INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE outbox ADD COLUMN first_claimed_at INTEGER;
 ALTER TABLE outbox ADD COLUMN note TEXT;
+-- Rows an older ackd already attempted: a pending or parked row with a failed
+-- attempt may have posted (that version did not record the difference), and
+-- its first attempt was no earlier than its creation.
+UPDATE outbox
+   SET first_claimed_at = created_at, outcome_unknown = (attempts > 0)
+ WHERE status IN ('pending', 'parked') AND (attempts > 0 OR claim_token IS NOT NULL);

@@ -82,7 +82,9 @@ func (e *effects) confirmPost(ctx context.Context, api *slack.Client, job Job, c
 	read := 0
 	for page := 0; page < confirmPages; page++ {
 		if err := e.waitHistory(ctx, method); err != nil {
-			e.confirmed(ConfirmRateLimited)
+			if AsFailure(err).Class == RateLimited {
+				e.confirmed(ConfirmRateLimited)
+			}
 			return nil, "", err
 		}
 		var msgs []slack.Message
@@ -114,7 +116,7 @@ func (e *effects) confirmPost(ctx context.Context, api *slack.Client, job Job, c
 		}
 		read += len(msgs)
 		for _, m := range msgs {
-			if m.Metadata.EventType == MetadataEventType && fmt.Sprint(m.Metadata.EventPayload["idempotency_key"]) == job.Row.Key {
+			if k, _ := m.Metadata.EventPayload["idempotency_key"].(string); m.Metadata.EventType == MetadataEventType && k == job.Row.Key {
 				e.confirmed(ConfirmFound)
 				return &postRef{channel: channel, ts: m.Timestamp},
 					fmt.Sprintf("confirmed: found the earlier post (ts %s) through %s; not posted again", m.Timestamp, method), nil
