@@ -61,6 +61,18 @@ const (
 // postRef is a message a lookup found.
 type postRef struct{ channel, ts string }
 
+// lookupProgress is how far a lookup cut short by the history budget got:
+// the next attempt of the row in this process carries on from there
+// rather than starting over (with a budget of a few calls a minute a
+// lookup of several pages may not fit in one effect's timeout). Slack's
+// cursors stay valid for minutes, and pages go from the newest message
+// back, so the messages that arrived meanwhile (newer than the row's
+// earlier post) need not be read.
+type lookupProgress struct {
+	method, cursor string
+	page, read     int
+}
+
 // confirmPost looks for the row's earlier post. found is nil when the
 // lookup found nothing or could not be made; note says which, for the row.
 // An error means the lookup must be tried again later (rate limited, or
@@ -78,22 +90,28 @@ func (e *effects) confirmPost(ctx context.Context, api *slack.Client, job Job, c
 	if !since.IsZero() {
 		oldest = slackTS(since.Add(-confirmSkew))
 	}
-	cursor := ""
-	read := 0
-	for page := 0; page < confirmPages; page++ {
+	var at lookupProgress
+	if v, ok := e.progress.LoadAndDelete(job.Row.ID); ok && v.(lookupProgress).method == method {
+		at = v.(lookupProgress)
+	}
+	for ; at.page < confirmPages; at.page++ {
 		if err := e.waitHistory(ctx, method); err != nil {
 			if AsFailure(err).Class == RateLimited {
 				e.confirmed(ConfirmRateLimited)
+				if at.page > 0 {
+					at.method = method
+					e.progress.Store(job.Row.ID, at)
+				}
 			}
 			return nil, "", err
 		}
 		var msgs []slack.Message
 		var next string
-		e.log.DebugContext(ctx, "slack call", "method", method, "key", job.Row.Key, "channel", channel, "thread_ts", thread, "oldest", oldest, "page", page+1)
+		e.log.DebugContext(ctx, "slack call", "method", method, "key", job.Row.Key, "channel", channel, "thread_ts", thread, "oldest", oldest, "page", at.page+1)
 		if thread != "" {
 			var more bool
 			msgs, more, next, err = api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
-				ChannelID: channel, Timestamp: thread, Cursor: cursor, Oldest: oldest, Limit: confirmPageSize,
+				ChannelID: channel, Timestamp: thread, Cursor: at.cursor, Oldest: oldest, Limit: confirmPageSize,
 				IncludeAllMetadata: true,
 			})
 			if !more {
@@ -102,7 +120,7 @@ func (e *effects) confirmPost(ctx context.Context, api *slack.Client, job Job, c
 		} else {
 			var h *slack.GetConversationHistoryResponse
 			h, err = api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
-				ChannelID: channel, Cursor: cursor, Oldest: oldest, Limit: confirmPageSize, IncludeAllMetadata: true,
+				ChannelID: channel, Cursor: at.cursor, Oldest: oldest, Limit: confirmPageSize, IncludeAllMetadata: true,
 			})
 			if h != nil {
 				msgs = h.Messages
@@ -112,25 +130,35 @@ func (e *effects) confirmPost(ctx context.Context, api *slack.Client, job Job, c
 			}
 		}
 		if err != nil {
+			// The page is asked for again (from the same cursor) next time.
+			if at.page > 0 {
+				at.method = method
+				e.progress.Store(job.Row.ID, at)
+			}
 			return e.lookupFailed(method, channel, err)
 		}
-		read += len(msgs)
+		at.read += len(msgs)
 		for _, m := range msgs {
 			if k, _ := m.Metadata.EventPayload["idempotency_key"].(string); m.Metadata.EventType == MetadataEventType && k == job.Row.Key {
+				e.progress.Delete(job.Row.ID)
 				e.confirmed(ConfirmFound)
+				e.log.Info("earlier post found before posting again: the row is done with it, nothing posted",
+					"key", job.Row.Key, "channel", channel, "ts", m.Timestamp, "method", method, "pages", at.page+1)
 				return &postRef{channel: channel, ts: m.Timestamp},
 					fmt.Sprintf("confirmed: found the earlier post (ts %s) through %s; not posted again", m.Timestamp, method), nil
 			}
 		}
 		if next == "" {
+			e.progress.Delete(job.Row.ID)
 			e.confirmed(ConfirmNotFound)
-			return nil, fmt.Sprintf("confirmed: no earlier post among %d messages of %s since %s; posted", read, method, oldest), nil
+			return nil, fmt.Sprintf("confirmed: no earlier post among %d messages of %s since %s; posted", at.read, method, oldest), nil
 		}
-		cursor = next
+		at.cursor = next
 	}
+	e.progress.Delete(job.Row.ID)
 	e.confirmed(ConfirmNotFound)
 	return nil, fmt.Sprintf("confirmed: no earlier post in %d pages (%d messages) of %s since %s, more not read; posted",
-		confirmPages, read, method, oldest), nil
+		confirmPages, at.read, method, oldest), nil
 }
 
 // lookupFailed decides what a failed history call means: rate limited →
@@ -187,7 +215,7 @@ func (e *effects) waitHistory(ctx context.Context, method string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		after := max(time.Until(b.HeldUntil(method)), time.Second)
+		after := max(time.Until(b.Ready(method)), time.Second)
 		return &Failure{Class: RateLimited, RetryAfter: after, Code: "confirm_budget", NotSent: true,
 			Err: fmt.Errorf("the shared history budget has no slot for %s now; the post waits for its lookup", method)}
 	}

@@ -238,6 +238,40 @@ func TestConfirmPost(t *testing.T) {
 		}
 	})
 
+	t.Run("a lookup longer than the budget allows in one attempt carries on from its cursor", func(t *testing.T) {
+		t.Parallel()
+		r := newConfirmRig(t)
+		r.rate = slackrate.New(60) // a call a second: one page per 700ms attempt
+		r.sw = sweep.New(r.st, sweep.Effects(sweep.EffectConfig{BotToken: confirmToken, APIURL: r.api.URL(), History: r.rate,
+			OnConfirm: func(o string) { r.mu.Lock(); r.tally[o]++; r.mu.Unlock() }}),
+			sweep.Config{Batch: 10, Workers: 2, Lease: time.Minute, DefaultTimeout: 700 * time.Millisecond}, quiet(), nil)
+		r.api.Script("chat.postMessage", fakeslack.Response{Store: true, Error: "internal_error"})
+		r.enqueuePost(t, "Ev1:post", "")
+		r.sweepOnce(t)
+		for i := range 450 {
+			r.api.AddMessage("C1", fakeslack.Message{User: "U1", Text: fmt.Sprint("chatter ", i)})
+		}
+		for range 10 {
+			time.Sleep(time.Until(r.rate.Ready("conversations.history"))) // the budget runs on the real clock
+			r.sweepOnce(t)
+			if row, _ := r.st.GetByKey(context.Background(), "Ev1:post"); row.Status == store.StatusDone {
+				break
+			}
+		}
+		row, _ := r.st.GetByKey(context.Background(), "Ev1:post")
+		if row.Status != store.StatusDone {
+			t.Fatalf("not done: %+v", row)
+		}
+		r.mustOnePost(t, row)
+		calls := r.api.CallsTo("conversations.history")
+		if len(calls) != 3 || calls[0].Params.Get("cursor") != "" || calls[1].Params.Get("cursor") == "" || calls[2].Params.Get("cursor") == calls[1].Params.Get("cursor") {
+			t.Fatalf("%d history calls, want 3 pages read once each in order: %v", len(calls), cursors(calls))
+		}
+		if r.lookups(sweep.ConfirmRateLimited) < 2 {
+			t.Fatalf("lookups %v: the budget never cut a lookup short", r.tally)
+		}
+	})
+
 	t.Run("missing_scope: posted again (at-least-once), counted, noted on the row, logged once per channel", func(t *testing.T) {
 		t.Parallel()
 		r := newConfirmRig(t)
@@ -292,4 +326,12 @@ func TestConfirmPost(t *testing.T) {
 		row = r.doneRow(t, "Ev1:post")
 		r.mustOnePost(t, row)
 	})
+}
+
+func cursors(calls []fakeslack.Call) []string {
+	var out []string
+	for _, c := range calls {
+		out = append(out, c.Params.Get("cursor"))
+	}
+	return out
 }

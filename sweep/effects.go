@@ -101,6 +101,8 @@ type effects struct {
 	// impossible holds the channels a post's lookup could not read, each
 	// logged once.
 	impossible sync.Map
+	// progress holds, by row id, the lookups cut short (lookupProgress).
+	progress sync.Map
 }
 
 // webAPI returns the Web API client, or the failure that parks a row needing
