@@ -25,7 +25,7 @@ type EffectConfig struct {
 	// SLACK_SIGNING_SECRET). Empty: redeliver rows park with no_signing_secret.
 	RedeliverSecret string
 	HTTPClient      *http.Client // shared by every effect; nil means a plain client (the job's ctx is the deadline); redirects are never followed, even by a client given here
-	Logger          *slog.Logger // performers log only at Debug (and once per channel a lookup cannot read); nil discards
+	Logger          *slog.Logger // performers log at Debug, and what post confirmation found or could not read (Info, Warn once per channel); nil discards
 	Now             func() time.Time
 	// NoConfirm turns off the lookup before a post is repeated after an
 	// unknown outcome ([slack] confirm_posts = false): such a post is
