@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +15,16 @@ import (
 const rowColumns = `id, idempotency_key, effect, payload, status, attempts, claim_token,
 	claim_expires_at, next_attempt_at, last_error, result, created_at, completed_at, request_id,
 	outcome_unknown, first_claimed_at, note`
+
+// outboxReadColumns is rowColumns for a schema that has the post
+// confirmation columns (outcome_unknown…), else the same list with their
+// values for a row that never had them: not marked, never claimed, no note.
+func outboxReadColumns(confirm bool) string {
+	if confirm {
+		return rowColumns
+	}
+	return strings.Replace(rowColumns, "outcome_unknown, first_claimed_at, note", "false, NULL::bigint, NULL::text", 1)
+}
 
 func scanRow(sc pgx.Row) (store.Row, error) {
 	var (
@@ -323,7 +334,7 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind store.Fai
 
 // Get returns one row by id, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (store.Row, error) {
-	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+rowColumns+` FROM outbox WHERE id = $1`, id))
+	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+s.readColumns+` FROM outbox WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Row{}, fmt.Errorf("outbox row %d: %w", id, store.ErrNotFound)
 	}
@@ -335,7 +346,7 @@ func (s *Store) Get(ctx context.Context, id int64) (store.Row, error) {
 
 // GetByKey returns one row by idempotency key, or store.ErrNotFound.
 func (s *Store) GetByKey(ctx context.Context, key string) (store.Row, error) {
-	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+rowColumns+` FROM outbox WHERE idempotency_key = $1`, key))
+	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+s.readColumns+` FROM outbox WHERE idempotency_key = $1`, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Row{}, fmt.Errorf("outbox row %q: %w", key, store.ErrNotFound)
 	}
@@ -368,7 +379,7 @@ func (s *Store) List(ctx context.Context, status string, limit int) ([]store.Row
 	if limit <= 0 {
 		limit = 50
 	}
-	res, err := s.pool.Query(ctx, `SELECT `+rowColumns+` FROM outbox
+	res, err := s.pool.Query(ctx, `SELECT `+s.readColumns+` FROM outbox
 		 WHERE ($1::text = '' OR status = $1) ORDER BY id DESC LIMIT $2`, status, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list outbox: %w", s.classify(ctx, err))

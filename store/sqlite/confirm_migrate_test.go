@@ -64,3 +64,34 @@ func TestMigrateMarksAttemptedRows(t *testing.T) {
 		}
 	}
 }
+
+// A read-only store on a schema from before the post confirmation columns
+// (the inspection commands accept one) reads rows with them at their
+// never-set values.
+func TestReadOnlyWithoutConfirmColumns(t *testing.T) {
+	s, path := newStore(t, nil)
+	ctx := context.Background()
+	mustRecord(t, s, intent("Ev1", "r"))
+	v, err := s.SchemaVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	raw := rawDB(t, path)
+	if _, err := raw.Exec(fmt.Sprintf(`ALTER TABLE outbox DROP COLUMN note; ALTER TABLE outbox DROP COLUMN first_claimed_at;
+		ALTER TABLE outbox DROP COLUMN outcome_unknown; PRAGMA user_version = %d`, v-1)); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	r := mustOpen(t, path, store.Options{ReadOnly: true, MinSchema: 3})
+	rows, err := r.List(ctx, "", 10)
+	if err != nil || len(rows) != 1 || rows[0].Key != "Ev1:r" || rows[0].OutcomeUnknown || !rows[0].FirstClaimedAt.IsZero() || rows[0].Note != "" {
+		t.Fatalf("List on the older schema = %+v, %v", rows, err)
+	}
+	if got, err := r.Get(ctx, rows[0].ID); err != nil || got.Key != "Ev1:r" {
+		t.Fatalf("Get on the older schema = %+v, %v", got, err)
+	}
+	if got, err := r.GetByKey(ctx, "Ev1:r"); err != nil || got.ID != rows[0].ID {
+		t.Fatalf("GetByKey on the older schema = %+v, %v", got, err)
+	}
+}

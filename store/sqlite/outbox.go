@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ackd/ackd/store"
@@ -17,6 +18,16 @@ import (
 const rowColumns = `id, idempotency_key, effect, payload, status, attempts, claim_token,
 	claim_expires_at, next_attempt_at, last_error, result, created_at, completed_at, request_id,
 	outcome_unknown, first_claimed_at, note`
+
+// outboxReadColumns is rowColumns for a schema that has the post
+// confirmation columns (outcome_unknown…), else the same list with their
+// values for a row that never had them: not marked, never claimed, no note.
+func outboxReadColumns(confirm bool) string {
+	if confirm {
+		return rowColumns
+	}
+	return strings.Replace(rowColumns, "outcome_unknown, first_claimed_at, note", "0, NULL, NULL", 1)
+}
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -394,7 +405,7 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind FailKind,
 
 // Get returns one row by id, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (Row, error) {
-	r, err := scanRow(s.r.QueryRowContext(ctx, `SELECT `+rowColumns+` FROM outbox WHERE id = ?`, id))
+	r, err := scanRow(s.r.QueryRowContext(ctx, `SELECT `+s.readColumns+` FROM outbox WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Row{}, fmt.Errorf("outbox row %d: %w", id, ErrNotFound)
 	}
@@ -406,7 +417,7 @@ func (s *Store) Get(ctx context.Context, id int64) (Row, error) {
 
 // GetByKey returns one row by idempotency key, or ErrNotFound.
 func (s *Store) GetByKey(ctx context.Context, key string) (Row, error) {
-	r, err := scanRow(s.r.QueryRowContext(ctx, `SELECT `+rowColumns+` FROM outbox WHERE idempotency_key = ?`, key))
+	r, err := scanRow(s.r.QueryRowContext(ctx, `SELECT `+s.readColumns+` FROM outbox WHERE idempotency_key = ?`, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Row{}, fmt.Errorf("outbox row %q: %w", key, ErrNotFound)
 	}
@@ -439,7 +450,7 @@ func (s *Store) List(ctx context.Context, status string, limit int) ([]Row, erro
 	if limit <= 0 {
 		limit = 50
 	}
-	q := `SELECT ` + rowColumns + ` FROM outbox`
+	q := `SELECT ` + s.readColumns + ` FROM outbox`
 	args := []any{}
 	if status != "" {
 		q += ` WHERE status = ?`
