@@ -247,7 +247,9 @@ func (s *Server) handleEvents(ctx context.Context, req request) answer {
 		return a
 	case "event_callback":
 		a.typ = env.Inner.Type
-		a.install = env.Install
+		if t := env.Inner.Type; t != "app_uninstalled" && t != "tokens_revoked" {
+			a.install = env.Install // counted when unknown; these end an installation
+		}
 		if s.oauth != nil {
 			if err := s.uninstallEvent(ctx, env, req.body); err != nil {
 				a.status, a.outcome, a.err, a.reason = http.StatusInternalServerError, outcomeFailed, err, "uninstall not recorded"

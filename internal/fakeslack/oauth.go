@@ -56,6 +56,7 @@ type oauthState struct {
 	refresh          map[string]*issued // unspent refresh token → the access token's record
 	refreshes        []Refresh
 	next             []Grant // grants the authorize page hands out, in order
+	issuedRefresh    []string
 }
 
 type codeGrant struct {
@@ -274,6 +275,7 @@ func (s *Server) issue(g Grant, now time.Time) any {
 		rec.expires = now.Add(o.life)
 		rt := "xoxe-1-" + rand.Text()
 		o.refresh[rt] = rec
+		o.issuedRefresh = append(o.issuedRefresh, rt)
 		resp["refresh_token"] = rt
 		resp["expires_in"] = int(o.life / time.Second)
 	}
@@ -284,4 +286,17 @@ func (s *Server) issue(g Grant, now time.Time) any {
 // String describes a grant in test failures.
 func (g Grant) String() string {
 	return fmt.Sprintf("grant(team=%s enterprise=%s org-wide=%t)", g.TeamID, g.EnterpriseID, g.EnterpriseInstall)
+}
+
+// IssuedSecrets returns every access and refresh token the fake issued.
+func (s *Server) IssuedSecrets() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.oauthLocked()
+	var out []string
+	for tok := range o.tokens {
+		out = append(out, tok)
+	}
+	out = append(out, o.issuedRefresh...)
+	return out
 }
