@@ -421,3 +421,75 @@ func getBody(t *testing.T, u string) string {
 	_, _ = b.ReadFrom(resp.Body)
 	return b.String()
 }
+
+func TestOAuthTokenRotation(t *testing.T) {
+	t.Parallel()
+	e := startOAuth(t, replyRoute, daemon.Options{})
+	e.fake.SetTokenLife(3 * time.Second)
+	e.install(t, team("T1"))
+
+	// Events keep coming while tokens expire every 3 seconds.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			e.postEvent(teamEvent(fmt.Sprintf("EvRot%d", i), "T1", "", false))
+		}
+	})
+	defer func() {
+		if t.Failed() {
+			t.Log(e.Logs.String())
+		}
+	}()
+	waitFor(t, "three refreshes", 20*time.Second, func() bool { return len(e.fake.Refreshes()) >= 3 })
+	close(stop)
+	wg.Wait()
+	waitFor(t, "every row done", 10*time.Second, func() bool {
+		return e.count(`SELECT count(*) FROM outbox WHERE status != 'done'`) == 0
+	})
+	for _, r := range e.fake.Refreshes() {
+		if !r.OK {
+			t.Errorf("refresh with a spent or unknown refresh token %.10s…", r.RefreshToken)
+		}
+		if r.Age < r.Life/5 {
+			t.Errorf("refreshed with %s of %s left: more than 80%% of the token's life", r.Life-r.Age, r.Life)
+		}
+		if r.Age >= r.Life {
+			t.Errorf("refreshed %s after the token expired", r.Age-r.Life)
+		}
+	}
+	if n := e.count(`SELECT count(*) FROM outbox WHERE last_error IS NOT NULL`); n != 0 {
+		t.Errorf("%d rows had a failed attempt (an expired token used?)", n)
+	}
+	if n := len(e.fake.CallsTo("chat.postMessage")); n == 0 {
+		t.Fatal("no posts")
+	}
+}
+
+func TestOAuthRefreshRefused(t *testing.T) {
+	t.Parallel()
+	e := startOAuth(t, replyRoute, daemon.Options{})
+	e.fake.SetTokenLife(2 * time.Second)
+	e.install(t, team("T1"))
+	e.fake.Script("oauth.v2.access", fakeslack.Err("invalid_refresh_token"))
+	waitFor(t, "the refused refresh", 10*time.Second, func() bool {
+		return e.count(`SELECT count(*) FROM ackd_installations WHERE error LIKE '%invalid_refresh_token%'`) == 1
+	})
+	if r := e.postEvent(teamEvent("EvRefused", "T1", "", false)); r.Status != 200 {
+		t.Fatal(r.Status)
+	}
+	waitFor(t, "the row parked with the reason", 10*time.Second, func() bool {
+		return e.count(`SELECT count(*) FROM outbox WHERE status = 'parked' AND last_error LIKE '%invalid_refresh_token%'`) == 1
+	})
+	if n := len(e.fake.CallsTo("chat.postMessage")); n != 0 {
+		t.Fatalf("%d posts with an unusable installation", n)
+	}
+	if !strings.Contains(getBody(t, e.URL+"/metrics"), `ackd_oauth_token_refreshes_total{outcome="failed"} 1`) {
+		t.Error("the refused refresh is not in ackd_oauth_token_refreshes_total")
+	}
+}

@@ -117,6 +117,10 @@ func (s *Service) RedirectHandler() http.Handler {
 			return
 		}
 		s.m.installs.WithLabelValues("ok").Inc()
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
 		s.log.Info("installed", "team", in.Key, "team_id", in.TeamID, "enterprise_id", in.EnterpriseID,
 			"enterprise_install", in.EnterpriseInstall, "installer", in.InstallerUserID, "scopes", in.Scopes)
 		if s.cfg.SuccessURL != "" {

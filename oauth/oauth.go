@@ -81,6 +81,7 @@ type Service struct {
 	hc     *http.Client
 	holder string
 	m      *metrics
+	kick   chan struct{} // an install was stored: the refresher looks again
 }
 
 // New returns a Service over st. Its handlers and refresher run when the
@@ -104,7 +105,7 @@ func New(cfg Config, st store.Store, keys *Keys, opts Options) *Service {
 		opts.Holder = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), rand.Text()[:8])
 	}
 	return &Service{cfg: cfg, st: st, keys: keys, log: opts.Logger.With("component", "oauth"),
-		hc: opts.HTTPClient, holder: opts.Holder, m: newMetrics(opts.Registerer, st)}
+		hc: opts.HTTPClient, holder: opts.Holder, m: newMetrics(opts.Registerer, st), kick: make(chan struct{}, 1)}
 }
 
 // Config returns the effective configuration.
@@ -203,7 +204,10 @@ const refreshLease = 30 * time.Second
 // in one fenced write; Slack's refresh token is single use.
 func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
 	lease := "refresh:" + key
-	ok, err := s.st.AcquireLease(ctx, lease, s.holder, refreshLease)
+	// A holder per attempt, not per process: the sweep's workers and the
+	// refresher loop of one process exclude each other too.
+	holder := s.holder + "/" + rand.Text()[:8]
+	ok, err := s.st.AcquireLease(ctx, lease, holder, refreshLease)
 	if err != nil {
 		return Tokens{}, err
 	}
@@ -214,7 +218,7 @@ func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := s.st.ReleaseLease(rctx, lease, s.holder); err != nil {
+		if err := s.st.ReleaseLease(rctx, lease, holder); err != nil {
 			s.log.Warn("could not release the refresh lease; it expires by itself", "team", key, "err", err)
 		}
 	}()
@@ -335,14 +339,15 @@ func (s *Service) RefreshDue(ctx context.Context) (RefreshResult, error) {
 }
 
 // Run refreshes tokens until ctx ends: each pass sleeps until the next
-// token is due (at most a minute, at least 100ms).
+// token is due (at least 100ms, at most runMax: installs stored by another
+// process are seen within that), or until this process stores an install.
 func (s *Service) Run(ctx context.Context) {
 	for {
 		res, err := s.RefreshDue(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("token refresh pass failed", "err", err)
 		}
-		wait := time.Minute
+		wait := runMax
 		if !res.Next.IsZero() {
 			wait = min(wait, max(res.Next.Sub(s.st.Now()), 100*time.Millisecond))
 		}
@@ -354,10 +359,15 @@ func (s *Service) Run(ctx context.Context) {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case <-s.kick:
+			t.Stop()
 		case <-t.C:
 		}
 	}
 }
+
+// runMax bounds the refresher's sleep.
+const runMax = 30 * time.Second
 
 // Uninstalled handles app_uninstalled (and a revoked bot token): the
 // installation is removed, so no later call uses its token, and its pending
