@@ -44,20 +44,21 @@ func newMetrics(reg prometheus.Registerer, st store.Store) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.installs, m.refreshes, m.uninstalls, m.unknown, &installGauge{st: st,
-			desc: prometheus.NewDesc("ackd_oauth_installations", "Installations by state: ok, or unusable (a refused token refresh; rows park until a reinstall).", []string{"state"}, nil)})
+			desc:    prometheus.NewDesc("ackd_oauth_installations", "Installations by state: ok, or unusable (a refused token refresh; rows park until a reinstall).", []string{"state"}, nil),
+			waiting: prometheus.NewDesc("ackd_oauth_rows_waiting", "Pending rows whose team has no installation yet (not_installed); they park after [oauth] not_installed_wait.", nil, nil)})
 	}
 	return m
 }
 
 func (m *metrics) refresh(outcome string) { m.refreshes.WithLabelValues(outcome).Inc() }
 
-// installGauge counts installations at scrape time.
+// installGauge counts installations, and rows waiting for one, at scrape time.
 type installGauge struct {
-	st   store.Store
-	desc *prometheus.Desc
+	st            store.Store
+	desc, waiting *prometheus.Desc
 }
 
-func (g *installGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+func (g *installGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc; ch <- g.waiting }
 
 func (g *installGauge) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -76,4 +77,7 @@ func (g *installGauge) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(ok), "ok")
 	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(bad), "unusable")
+	if n, err := g.st.WaitingRows(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(g.waiting, prometheus.GaugeValue, float64(n))
+	}
 }

@@ -39,6 +39,9 @@ type Installations interface {
 	// payload's facts.install), leased or not, with reason as last_error,
 	// and returns how many.
 	ParkInstallRows(ctx context.Context, key, reason string) (int64, error)
+	// WaitingRows counts pending rows whose last attempt found no
+	// installation for their team (last_error starting "not_installed").
+	WaitingRows(ctx context.Context) (int64, error)
 
 	// CreateOAuthState stores an install flow's state (its hash) for ttl.
 	CreateOAuthState(ctx context.Context, state string, ttl time.Duration) error

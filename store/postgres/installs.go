@@ -150,6 +150,19 @@ func (s *Store) ParkInstallRows(ctx context.Context, key, reason string) (int64,
 	return tag.RowsAffected(), nil
 }
 
+// WaitingRows counts pending rows waiting for an installation.
+func (s *Store) WaitingRows(ctx context.Context) (int64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE status = 'pending' AND last_error LIKE 'not_installed%'`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count waiting rows: %w", s.classify(ctx, err))
+	}
+	return n, nil
+}
+
 // CreateOAuthState stores state for ttl.
 func (s *Store) CreateOAuthState(ctx context.Context, state string, ttl time.Duration) error {
 	if err := s.check(); err != nil {

@@ -145,6 +145,16 @@ func (s *Store) ParkInstallRows(ctx context.Context, key, reason string) (int64,
 	return n, nil
 }
 
+// WaitingRows counts pending rows waiting for an installation.
+func (s *Store) WaitingRows(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE status = 'pending' AND last_error LIKE 'not_installed%'`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count waiting rows: %w", classify(err))
+	}
+	return n, nil
+}
+
 // CreateOAuthState stores state for ttl.
 func (s *Store) CreateOAuthState(ctx context.Context, state string, ttl time.Duration) error {
 	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {

@@ -134,8 +134,26 @@ func testInstallations(t *testing.T, newDB NewDB) {
 				t.Errorf("%s: last_error %q", r.Key, r.LastError)
 			}
 		}
+		if n, err := s.WaitingRows(ctx); err != nil || n != 0 {
+			t.Fatalf("waiting rows %d %v, want 0", n, err)
+		}
 		if held, err := s.Complete(ctx, leased.ID, "tok2", "", nil); err != nil || held {
 			t.Fatalf("completing a parked row: held %v err %v, want the fence to fail", held, err)
+		}
+	})
+
+	t.Run("WaitingRows counts pending rows that found no installation", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "a", "b"))
+		rows := mustClaim(t, s, "tok", 10, time.Minute)
+		if _, err := s.Fail(ctx, rows[0].ID, "tok", store.FailRateLimited, "not_installed: no installation for team T1 yet", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Fail(ctx, rows[1].ID, "tok", store.FailRetryable, "http_503", 0); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.WaitingRows(ctx); err != nil || n != 1 {
+			t.Fatalf("waiting rows %d %v, want 1", n, err)
 		}
 	})
 
