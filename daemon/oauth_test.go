@@ -493,3 +493,55 @@ func TestOAuthRefreshRefused(t *testing.T) {
 		t.Error("the refused refresh is not in ackd_oauth_token_refreshes_total")
 	}
 }
+
+func TestOAuthTokensRevoked(t *testing.T) {
+	t.Parallel()
+	e := startOAuth(t, replyRoute, daemon.Options{})
+	e.install(t, team("T1"))
+	revoked := func(id string, bots []string) []byte {
+		b, _ := json.Marshal(map[string]any{"token": "tok", "team_id": "T1", "api_app_id": "A0FAKEAPP", "type": "event_callback",
+			"event_id": id, "event_time": 1700000000, "authorizations": []map[string]any{{"team_id": "T1"}},
+			"event": map[string]any{"type": "tokens_revoked", "tokens": map[string]any{"oauth": []string{"UHUMAN"}, "bot": bots}}})
+		return b
+	}
+	// A user's token revoked: the bot's token stays.
+	if r := e.postEvent(revoked("EvRevUser", nil)); r.Status != 200 {
+		t.Fatal(r.Status)
+	}
+	if n := e.count(`SELECT count(*) FROM ackd_installations`); n != 1 {
+		t.Fatal("a user token's revocation removed the installation")
+	}
+	if r := e.postEvent(revoked("EvRevBot", []string{"UT1BOT"})); r.Status != 200 {
+		t.Fatal(r.Status)
+	}
+	if n := e.count(`SELECT count(*) FROM ackd_installations`); n != 0 {
+		t.Fatal("the bot token's revocation left the installation")
+	}
+}
+
+func TestOAuthCommandUsesItsTeamsToken(t *testing.T) {
+	t.Parallel()
+	e := startOAuth(t, `
+[[route]]
+name    = "say"
+command = "/say"
+effect  = "post"
+text    = "said {{.Text}}"
+`, daemon.Options{})
+	e.install(t, team("T1"))
+	e.install(t, fakeslack.Grant{EnterpriseID: "E9", EnterpriseInstall: true, BotUserID: "UE9", BotID: "BE9", Scope: "chat:write"})
+	for i, form := range []string{
+		"team_id=T1&channel_id=CT1&user_id=U1&command=%2Fsay&text=one&trigger_id=1.2.a&response_url=http%3A%2F%2F127.0.0.1%3A1%2Fr",
+		"team_id=T77&enterprise_id=E9&is_enterprise_install=true&channel_id=CE9&user_id=U1&command=%2Fsay&text=two&trigger_id=1.2.b&response_url=http%3A%2F%2F127.0.0.1%3A1%2Fr",
+	} {
+		if r := e.postForm("/slack/commands", []byte(form)); r.Status != 200 {
+			t.Fatalf("command %d: %d", i, r.Status)
+		}
+	}
+	waitFor(t, "two posts", 10*time.Second, func() bool { return len(e.fake.CallsTo("chat.postMessage")) == 2 })
+	for _, c := range e.fake.CallsTo("chat.postMessage") {
+		if want := strings.TrimPrefix(c.Params.Get("channel"), "C"); e.fake.KeyOf(c.Token) != want {
+			t.Errorf("post to %s with %s's token", c.Params.Get("channel"), e.fake.KeyOf(c.Token))
+		}
+	}
+}
