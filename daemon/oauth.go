@@ -42,7 +42,7 @@ func (c *Config) validateOAuth(bad func(string, ...any)) {
 	for _, p := range c.Redeliver.Passthrough {
 		path("redeliver.passthrough", p)
 	}
-	if len(c.Redeliver.Passthrough) > 0 && !hasRedeliver && !c.Builtin {
+	if len(c.Redeliver.Passthrough) > 0 && !hasRedeliver {
 		bad("redeliver.passthrough: no route has effect redeliver: there is no app to pass requests to")
 	}
 	o := c.OAuth

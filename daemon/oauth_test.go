@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -544,4 +545,55 @@ text    = "said {{.Text}}"
 			t.Errorf("post to %s with %s's token", c.Params.Get("channel"), e.fake.KeyOf(c.Token))
 		}
 	}
+}
+
+func TestRedeliverPassthrough(t *testing.T) {
+	t.Parallel()
+	type seen struct{ path, query, cookie, host string }
+	got := make(chan seen, 4)
+	app := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := r.Cookie("app-state")
+		v := ""
+		if c != nil {
+			v = c.Value
+		}
+		got <- seen{r.URL.Path, r.URL.RawQuery, v, r.Host}
+		http.SetCookie(w, &http.Cookie{Name: "app-state", Value: "s1", Path: "/"})
+		http.Redirect(w, r, "https://slack.com/oauth/v2/authorize?state=s1", http.StatusFound)
+	}))
+	cfg := configFor(t, fmt.Sprintf(`
+[redeliver]
+passthrough = ["/slack/install", "/slack/oauth_redirect"]
+
+[[route]]
+name   = "app"
+event  = "*"
+effect = "redeliver"
+url    = "%s/slack/events"
+`, app))
+	ts := startServer(t, cfg, daemon.Options{})
+	resp := getNoFollow(t, ts.URL+"/slack/oauth_redirect?code=c1&state=s1", &http.Cookie{Name: "app-state", Value: "s1"})
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "https://slack.com/oauth/v2/authorize?state=s1" {
+		t.Fatalf("answer %d %q: the app's redirect must come back untouched", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if c := resp.Cookies(); len(c) != 1 || c[0].Value != "s1" {
+		t.Fatalf("the app's cookie did not come back: %v", resp.Header)
+	}
+	s := <-got
+	if s.path != "/slack/oauth_redirect" || s.query != "code=c1&state=s1" || s.cookie != "s1" || !strings.HasPrefix(s.host, "127.0.0.1:") {
+		t.Fatalf("the app saw %+v", s)
+	}
+	if r := getNoFollow(t, ts.URL+"/slack/elsewhere"); r.StatusCode != http.StatusNotFound {
+		t.Fatalf("an unlisted path: %d, want 404", r.StatusCode)
+	}
+	if len(got) != 0 {
+		t.Fatal("an unlisted path reached the app")
+	}
+}
+
+func httptestServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
