@@ -185,8 +185,9 @@ CREATE TABLE ackd_installations (
   error               TEXT    NOT NULL DEFAULT ''  -- why the tokens cannot be used (a refused refresh)
 );
 
--- The install flow's states: random, one use, 10 minutes (the hash of the
--- state; the browser's cookie holds the state itself).
+-- The install flow's states that were used (their hash), kept while they
+-- are valid (10 minutes): a state is signed, so the install page writes
+-- nothing, and it is accepted once, decided by this table's key.
 CREATE TABLE ackd_oauth_states (
   state_hash  TEXT    PRIMARY KEY,
   expires_at  INTEGER NOT NULL

@@ -3,7 +3,6 @@ package oauth
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 	"html/template"
@@ -17,9 +16,9 @@ import (
 	"github.com/ackd/ackd/store"
 )
 
-// InstallHandler answers GET install_path: a fresh state (stored for
-// StateTTL, set in a cookie for the browser) and a redirect to Slack's
-// authorize page.
+// InstallHandler answers GET install_path: a fresh state (signed, valid
+// for StateTTL, set in a cookie for the browser) and a redirect to Slack's
+// authorize page. It writes nothing: anyone may load the page.
 func (s *Service) InstallHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -27,14 +26,7 @@ func (s *Service) InstallHandler() http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		state := rand.Text()
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		defer cancel()
-		if err := s.st.CreateOAuthState(ctx, hashState(state), StateTTL); err != nil {
-			s.log.Error("install: could not store the state", "err", err)
-			s.page(w, http.StatusServiceUnavailable, "Installation could not start", "ackd could not record the install request (database unavailable). Please try again in a minute.")
-			return
-		}
+		state := s.keys.newState(s.st.Now().Add(StateTTL))
 		http.SetCookie(w, &http.Cookie{Name: StateCookie, Value: state, Path: s.cookiePath(), MaxAge: int(StateTTL.Seconds()),
 			HttpOnly: true, Secure: strings.HasPrefix(s.cfg.RedirectURL, "https:"), SameSite: http.SameSiteLaxMode})
 		w.Header().Set("Cache-Control", "no-store")
@@ -52,9 +44,10 @@ func (s *Service) cookiePath() string {
 
 // RedirectHandler answers GET redirect_path: Slack sends the browser back
 // with a code and the state. A state that is missing, not the browser's
-// cookie, unknown, expired or used already is refused (400) before
-// anything is sent to Slack; otherwise the code is exchanged by
-// oauth.v2.access and the installation stored.
+// cookie, not signed by this ackd, expired or used already (the database
+// decides, UseOAuthState) is refused (400) before anything is sent to
+// Slack; otherwise the code is exchanged by oauth.v2.access and the
+// installation stored.
 func (s *Service) RedirectHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
@@ -74,9 +67,17 @@ func (s *Service) RedirectHandler() http.Handler {
 			s.fail(w, r, http.StatusBadRequest, "state", "This install was not started in this browser (the state does not match its cookie). Start again from the install page.")
 			return
 		}
+		switch err := s.keys.checkState(state, s.st.Now()); {
+		case errors.Is(err, errStateExpired):
+			s.fail(w, r, http.StatusBadRequest, "state", "This install link has expired (each one works for 10 minutes). Start again from the install page.")
+			return
+		case err != nil:
+			s.fail(w, r, http.StatusBadRequest, "state", "This install link was not issued by this server. Start again from the install page.")
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 		defer cancel()
-		ok, err := s.st.ConsumeOAuthState(ctx, hashState(state))
+		ok, err := s.st.UseOAuthState(ctx, hashState(state), StateTTL)
 		if err != nil {
 			s.log.Error("install: could not check the state", "err", err)
 			s.fail(w, r, http.StatusServiceUnavailable, "store", "ackd could not check the install request (database unavailable). Please try again.")
@@ -86,7 +87,7 @@ func (s *Service) RedirectHandler() http.Handler {
 		http.SetCookie(w, &http.Cookie{Name: StateCookie, Value: "", Path: s.cookiePath(), MaxAge: -1, HttpOnly: true,
 			Secure: strings.HasPrefix(s.cfg.RedirectURL, "https:"), SameSite: http.SameSiteLaxMode})
 		if !ok {
-			s.fail(w, r, http.StatusBadRequest, "state", "This install link has expired or was used already (each one works once, for 10 minutes). Start again from the install page.")
+			s.fail(w, r, http.StatusBadRequest, "state", "This install link was used already (each one works once). Start again from the install page.")
 			return
 		}
 		if e := q.Get("error"); e != "" {

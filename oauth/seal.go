@@ -3,11 +3,15 @@ package oauth
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,6 +27,9 @@ const sealVersion = 1
 // tries Current, then Old (ACKD_TOKEN_KEY_OLD, during a key rotation).
 type Keys struct {
 	cur, old cipher.AEAD
+	// state signs install states: HMAC-SHA256 keyed by a key derived from
+	// the current key (never the sealing key itself).
+	state []byte
 }
 
 // ParseKey decodes a base64 key of KeySize bytes (standard or URL
@@ -43,6 +50,9 @@ func ParseKey(name, s string) ([]byte, error) {
 // NewKeys makes Keys from a current key and an optional old one (nil).
 func NewKeys(cur, old []byte) (*Keys, error) {
 	k := &Keys{}
+	mac := hmac.New(sha256.New, cur)
+	mac.Write([]byte("ackd oauth state v1"))
+	k.state = mac.Sum(nil)
 	var err error
 	if k.cur, err = gcm(cur); err != nil {
 		return nil, err
@@ -123,4 +133,44 @@ func (k *Keys) Open(key string, sealed []byte) (t Tokens, old bool, err error) {
 		return Tokens{}, false, fmt.Errorf("installation secret: %w", err)
 	}
 	return t, old, nil
+}
+
+// newState returns a fresh install state that expires at exp: random,
+// with its expiry, signed ("{random}.{expiry ms}.{mac}").
+func (k *Keys) newState(exp time.Time) string {
+	body := rand.Text() + "." + strconv.FormatInt(exp.UnixMilli(), 10)
+	return body + "." + k.stateMAC(body)
+}
+
+func (k *Keys) stateMAC(body string) string {
+	m := hmac.New(sha256.New, k.state)
+	m.Write([]byte(body))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// Why a state is refused.
+var (
+	errStateForged  = errors.New("state not issued by this ackd")
+	errStateExpired = errors.New("state expired")
+)
+
+// checkState verifies a state's signature and that it has not expired at now.
+func (k *Keys) checkState(state string, now time.Time) error {
+	i := strings.LastIndexByte(state, '.')
+	if i < 0 {
+		return errStateForged
+	}
+	body, mac := state[:i], state[i+1:]
+	if !hmac.Equal([]byte(mac), []byte(k.stateMAC(body))) {
+		return errStateForged
+	}
+	_, expS, _ := strings.Cut(body, ".")
+	exp, err := strconv.ParseInt(expS, 10, 64)
+	if err != nil {
+		return errStateForged
+	}
+	if !now.Before(time.UnixMilli(exp)) {
+		return errStateExpired
+	}
+	return nil
 }

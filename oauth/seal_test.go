@@ -97,3 +97,29 @@ func TestDue(t *testing.T) {
 		t.Errorf("dueAt %s", at)
 	}
 }
+
+func TestState(t *testing.T) {
+	t.Parallel()
+	k := mustKeys(t, 1, 0)
+	now := time.Unix(5000, 0)
+	st := k.newState(now.Add(StateTTL))
+	if st == k.newState(now.Add(StateTTL)) {
+		t.Fatal("two states are equal")
+	}
+	if err := k.checkState(st, now); err != nil {
+		t.Fatalf("fresh state: %v", err)
+	}
+	if err := k.checkState(st, now.Add(StateTTL)); !errors.Is(err, errStateExpired) {
+		t.Fatalf("at its expiry: %v", err)
+	}
+	if err := mustKeys(t, 2, 0).checkState(st, now); !errors.Is(err, errStateForged) {
+		t.Fatalf("another key's state: %v", err)
+	}
+	body := st[:strings.LastIndexByte(st, '.')]
+	later := strings.Replace(body, ".", ".9", 1) // a longer expiry, same mac
+	for _, bad := range []string{"", "nodots", later + st[len(body):], st + "0", "x." + st} {
+		if err := k.checkState(bad, now); !errors.Is(err, errStateForged) {
+			t.Errorf("%q: %v, want forged", bad, err)
+		}
+	}
+}

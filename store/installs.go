@@ -43,12 +43,12 @@ type Installations interface {
 	// installation for their team (last_error starting "not_installed").
 	WaitingRows(ctx context.Context) (int64, error)
 
-	// CreateOAuthState stores an install flow's state (its hash) for ttl.
-	CreateOAuthState(ctx context.Context, state string, ttl time.Duration) error
-	// ConsumeOAuthState deletes state and reports whether it existed and
-	// had not expired: each state is accepted once. Expired states are
-	// deleted too.
-	ConsumeOAuthState(ctx context.Context, state string) (bool, error)
+	// UseOAuthState records that an install flow's state (its hash) was
+	// used, for ttl, and reports whether this call was the first use: the
+	// database decides (INSERT … ON CONFLICT DO NOTHING), so a state is
+	// accepted once however many replicas see it at once. Records older
+	// than their ttl are deleted (the caller refuses expired states itself).
+	UseOAuthState(ctx context.Context, state string, ttl time.Duration) (first bool, err error)
 
 	// AcquireLease takes the lease name for holder until now+ttl if it is
 	// free, expired, or already holder's (renewed); false: another holder

@@ -163,38 +163,24 @@ func (s *Store) WaitingRows(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// CreateOAuthState stores state for ttl.
-func (s *Store) CreateOAuthState(ctx context.Context, state string, ttl time.Duration) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	_, err := s.pool.Exec(ctx, `WITH `+clockCTE+`
-		INSERT INTO ackd_oauth_states (state_hash, expires_at) SELECT $2, now + $3::bigint FROM clock`,
-		s.offset.Load(), state, ttl.Milliseconds())
-	if err != nil {
-		return fmt.Errorf("create oauth state: %w", s.classify(ctx, err))
-	}
-	return nil
-}
-
-// ConsumeOAuthState deletes state and reports whether it was live.
-func (s *Store) ConsumeOAuthState(ctx context.Context, state string) (bool, error) {
-	var ok bool
+// UseOAuthState records state's use and reports whether it was the first.
+func (s *Store) UseOAuthState(ctx context.Context, state string, ttl time.Duration) (bool, error) {
+	var first bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		off := s.offset.Load()
-		err := tx.QueryRow(ctx, `WITH `+clockCTE+`
-			DELETE FROM ackd_oauth_states USING clock WHERE state_hash = $2 RETURNING expires_at > clock.now`,
-			off, state).Scan(&ok)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if _, err := tx.Exec(ctx, `WITH `+clockCTE+` DELETE FROM ackd_oauth_states USING clock WHERE expires_at <= clock.now`, off); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `WITH `+clockCTE+` DELETE FROM ackd_oauth_states USING clock WHERE expires_at <= clock.now`, off)
+		tag, err := tx.Exec(ctx, `WITH `+clockCTE+`
+			INSERT INTO ackd_oauth_states (state_hash, expires_at) SELECT $2, now + $3::bigint FROM clock
+			ON CONFLICT (state_hash) DO NOTHING`, off, state, ttl.Milliseconds())
+		first = tag.RowsAffected() == 1
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("consume oauth state: %w", err)
+		return false, fmt.Errorf("use oauth state: %w", err)
 	}
-	return ok, nil
+	return first, nil
 }
 
 // AcquireLease takes (or renews) the lease name for holder until now+ttl,

@@ -179,8 +179,9 @@ CREATE TABLE ackd_installations (
   error                 text    NOT NULL DEFAULT ''  -- why the tokens cannot be used (a refused refresh)
 );
 
--- The install flow's states: random, one use, 10 minutes (the hash of the
--- state; the browser's cookie holds the state itself).
+-- The install flow's states that were used (their hash), kept while they
+-- are valid (10 minutes): a state is signed, so the install page writes
+-- nothing, and it is accepted once, decided by this table's key.
 CREATE TABLE ackd_oauth_states (
   state_hash  text COLLATE "C" PRIMARY KEY,
   expires_at  bigint NOT NULL

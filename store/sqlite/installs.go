@@ -155,38 +155,26 @@ func (s *Store) WaitingRows(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// CreateOAuthState stores state for ttl.
-func (s *Store) CreateOAuthState(ctx context.Context, state string, ttl time.Duration) error {
+// UseOAuthState records state's use and reports whether it was the first.
+func (s *Store) UseOAuthState(ctx context.Context, state string, ttl time.Duration) (bool, error) {
+	var first bool
 	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO ackd_oauth_states (state_hash, expires_at) VALUES (?, ?)`, state, now+ttl.Milliseconds())
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("create oauth state: %w", classify(err))
-	}
-	return nil
-}
-
-// ConsumeOAuthState deletes state and reports whether it was live.
-func (s *Store) ConsumeOAuthState(ctx context.Context, state string) (bool, error) {
-	var ok bool
-	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
-		var exp int64
-		err := tx.QueryRowContext(ctx, `DELETE FROM ackd_oauth_states WHERE state_hash = ? RETURNING expires_at`, state).Scan(&exp)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
+		if _, err := tx.ExecContext(ctx, `DELETE FROM ackd_oauth_states WHERE expires_at <= ?`, now); err != nil {
 			return err
-		default:
-			ok = exp > now
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM ackd_oauth_states WHERE expires_at <= ?`, now)
+		res, err := tx.ExecContext(ctx, `INSERT INTO ackd_oauth_states (state_hash, expires_at) VALUES (?, ?)
+			ON CONFLICT (state_hash) DO NOTHING`, state, now+ttl.Milliseconds())
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		first = n == 1
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("consume oauth state: %w", classify(err))
+		return false, fmt.Errorf("use oauth state: %w", classify(err))
 	}
-	return ok, nil
+	return first, nil
 }
 
 // AcquireLease takes (or renews) the lease name for holder until now+ttl.

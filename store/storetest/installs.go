@@ -157,26 +157,38 @@ func testInstallations(t *testing.T, newDB NewDB) {
 		}
 	})
 
-	t.Run("an oauth state is accepted once and not after it expires", func(t *testing.T) {
+	t.Run("an oauth state is used once, however many race for it", func(t *testing.T) {
 		db := newDB(t)
 		s := db.Open(t, store.Options{})
-		for _, st := range []string{"a", "b"} {
-			if err := s.CreateOAuthState(ctx, st, 10*time.Minute); err != nil {
-				t.Fatal(err)
-			}
+		const n = 8
+		var firsts atomic.Int32
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				first, err := s.UseOAuthState(ctx, "a", 10*time.Minute)
+				if err != nil {
+					t.Error(err)
+				}
+				if first {
+					firsts.Add(1)
+				}
+			})
 		}
-		if ok, err := s.ConsumeOAuthState(ctx, "a"); err != nil || !ok {
-			t.Fatalf("first use: %v %v", ok, err)
+		wg.Wait()
+		if firsts.Load() != 1 {
+			t.Fatalf("%d of %d racing uses were first, want 1", firsts.Load(), n)
 		}
-		if ok, err := s.ConsumeOAuthState(ctx, "a"); err != nil || ok {
-			t.Fatalf("reuse accepted: %v %v", ok, err)
+		if first, err := s.UseOAuthState(ctx, "b", 10*time.Minute); err != nil || !first {
+			t.Fatalf("another state: %v %v", first, err)
 		}
-		if ok, err := s.ConsumeOAuthState(ctx, "forged"); err != nil || ok {
-			t.Fatalf("unknown state accepted: %v %v", ok, err)
-		}
+		// Past its ttl the record is gone (the caller refuses the expired
+		// state by its own time); a later use of it is "first" again.
 		db.Advance(11 * time.Minute)
-		if ok, err := s.ConsumeOAuthState(ctx, "b"); err != nil || ok {
-			t.Fatalf("expired state accepted: %v %v", ok, err)
+		if first, err := s.UseOAuthState(ctx, "c", 10*time.Minute); err != nil || !first {
+			t.Fatalf("after expiry: %v %v", first, err)
+		}
+		if first, err := s.UseOAuthState(ctx, "a", 10*time.Minute); err != nil || !first {
+			t.Fatalf("an expired record is not pruned: %v %v", first, err)
 		}
 	})
 
