@@ -273,7 +273,7 @@ func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
 // permanentRefresh are refresh errors no retry can fix.
 var permanentRefresh = map[string]bool{
 	"invalid_refresh_token": true, "invalid_grant_type": true, "token_revoked": true,
-	"invalid_client_id": true, "bad_client_secret": true, "app_missing_action_url": false,
+	"invalid_client_id": true, "bad_client_secret": true,
 }
 
 // refreshRefused records a refresh Slack refused for good: the
