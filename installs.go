@@ -22,7 +22,7 @@ func installsCmd(g *globals) *cobra.Command {
 		Short: "List installations: team (or enterprise for org-wide installs), bot, scopes, installed at",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
+			return g.readStore(cmd.Context(), func(st store.Store, _ daemon.Config) error {
 				list, err := st.ListInstallations(cmd.Context())
 				if err != nil {
 					return err
@@ -46,7 +46,7 @@ func installsCmd(g *globals) *cobra.Command {
 		Short: "Show one installation (its token's expiry, never the token)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withStore(cmd.Context(), false, func(st store.Store, cfg daemon.Config) error {
+			return g.readStore(cmd.Context(), func(st store.Store, _ daemon.Config) error {
 				in, err := st.GetInstallation(cmd.Context(), args[0])
 				if err != nil {
 					return err
