@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -25,7 +26,7 @@ func installsCmd(g *globals) *cobra.Command {
 			return g.readStore(cmd.Context(), func(st store.Store, _ daemon.Config) error {
 				list, err := st.ListInstallations(cmd.Context())
 				if err != nil {
-					return err
+					return noInstallTable(err)
 				}
 				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "TEAM\tKIND\tENTERPRISE\tBOT USER\tINSTALLED\tSCOPES\tSTATE")
@@ -49,7 +50,7 @@ func installsCmd(g *globals) *cobra.Command {
 			return g.readStore(cmd.Context(), func(st store.Store, _ daemon.Config) error {
 				in, err := st.GetInstallation(cmd.Context(), args[0])
 				if err != nil {
-					return err
+					return noInstallTable(err)
 				}
 				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintf(w, "team\t%s\nteam id\t%s\nenterprise id\t%s\norg-wide\t%t\napp id\t%s\nbot user\t%s\nbot id\t%s\n",
@@ -146,4 +147,13 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// noInstallTable says so when the database predates installations (an
+// older schema, opened read-only as it is).
+func noInstallTable(err error) error {
+	if m := err.Error(); strings.Contains(m, "no such table: ackd_installations") || strings.Contains(m, `"ackd_installations" does not exist`) {
+		return errors.New("installs: this database has no installations table yet (an older schema: ackd migrate, or ackd serve, with this ackd creates it)")
+	}
+	return err
 }
