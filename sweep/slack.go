@@ -22,7 +22,7 @@ const MetadataEventType = "ackd_effect"
 // attempt may have posted (Row.OutcomeUnknown), it first looks for that
 // post by its metadata and, found, is done with it (confirmPost).
 func (e *effects) post(ctx context.Context, job Job) (Outcome, error) {
-	api, err := e.webAPI()
+	api, err := e.webAPI(ctx, job)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -79,7 +79,7 @@ func (e *effects) post(ctx context.Context, job Job) (Outcome, error) {
 // success: the reaction is there, which is all the effect promises.
 // Result: {"channel","ts","reaction"}.
 func (e *effects) react(ctx context.Context, job Job) (Outcome, error) {
-	api, err := e.webAPI()
+	api, err := e.webAPI(ctx, job)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -104,7 +104,7 @@ func (e *effects) react(ctx context.Context, job Job) (Outcome, error) {
 // update sends chat.update to Params.Channel/Params.TS (defaults: the
 // event's message) with the rendered text and Blocks. Result: {"channel","ts"}.
 func (e *effects) update(ctx context.Context, job Job) (Outcome, error) {
-	api, err := e.webAPI()
+	api, err := e.webAPI(ctx, job)
 	if err != nil {
 		return Outcome{}, err
 	}
