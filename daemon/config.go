@@ -53,6 +53,11 @@ type Config struct {
 	Commands  CommandsConfig  `toml:"commands"`
 	Socket    SocketConfig    `toml:"socket_mode"`
 	Metrics   MetricsConfig   `toml:"metrics"`
+	Backfill  BackfillConfig  `toml:"backfill"`
+	// OAuth, when present, serves many workspaces: the install flow and a
+	// token per installation. Absent, one workspace with SLACK_BOT_TOKEN.
+	OAuth     *OAuthConfig    `toml:"oauth"`
+	Redeliver RedeliverConfig `toml:"redeliver"`
 	Routes    []Route         `toml:"route"`
 
 	// Source names where the config came from ("built-in defaults" or a path).
@@ -92,6 +97,10 @@ type RetentionConfig struct {
 type SlackConfig struct {
 	APIURL    string `toml:"api_url"`
 	BotUserID string `toml:"bot_user_id"`
+	// ConfirmPosts: a post re-attempted after an outcome that may have
+	// reached Slack first looks for its own metadata in the conversation
+	// (default true; see sweep/confirm.go).
+	ConfirmPosts bool `toml:"confirm_posts"`
 }
 
 // FilterConfig drops Events API events ackd will not act on (acked with 200).
@@ -115,12 +124,46 @@ type SocketConfig struct {
 	Silence     Duration `toml:"silence"`     // a connection that receives nothing this long is replaced
 }
 
+// BackfillConfig paces ackd's reads of Slack's history.
+type BackfillConfig struct {
+	// Rate is the calls a minute to conversations.history and
+	// conversations.replies, all callers together: post confirmation's
+	// lookups (and catch-up) share one budget (slackrate.Budget).
+	Rate int `toml:"rate"`
+}
+
 // MetricsConfig places the operator endpoints.
 type MetricsConfig struct {
 	// Listen, when set, serves /metrics and /healthz on this address only,
 	// so that the Slack-facing listener serves nothing but /slack/*. Empty:
 	// both are served on listen, beside the Slack endpoints.
 	Listen string `toml:"listen"`
+}
+
+// OAuthConfig is [oauth]: the app is installed by OAuth in many workspaces
+// (package oauth). Its secrets are SLACK_CLIENT_SECRET and ACKD_TOKEN_KEY.
+type OAuthConfig struct {
+	ClientID     string   `toml:"client_id"`
+	Scopes       []string `toml:"scopes"`      // bot scopes
+	UserScopes   []string `toml:"user_scopes"` // optional
+	RedirectURL  string   `toml:"redirect_url"`
+	InstallPath  string   `toml:"install_path"`  // default /slack/install
+	RedirectPath string   `toml:"redirect_path"` // default /slack/oauth_redirect
+	SuccessURL   string   `toml:"success_url"`
+	FailureURL   string   `toml:"failure_url"`
+	AuthorizeURL string   `toml:"authorize_url"` // default Slack's https://slack.com/oauth/v2/authorize
+	// NotInstalledWait: how long a row of a team with no installation
+	// waits before it parks (default 15m).
+	NotInstalledWait Duration `toml:"not_installed_wait"`
+}
+
+// RedeliverConfig is [redeliver]: what an app behind redeliver routes needs
+// besides the re-delivered requests.
+type RedeliverConfig struct {
+	// Passthrough lists paths (the app's own OAuth installer, e.g.
+	// /slack/install and /slack/oauth_redirect) whose GET requests are
+	// proxied to the app synchronously, query, cookies and redirects intact.
+	Passthrough []string `toml:"passthrough"`
 }
 
 // Route turns matching requests into one outbox row each.
@@ -189,15 +232,17 @@ func Default() Config {
 			Receipts: Duration{48 * time.Hour}, Done: Duration{168 * time.Hour},
 			Interval: Duration{time.Hour},
 		},
+		Slack:  SlackConfig{ConfirmPosts: true},
 		Filter: FilterConfig{Subtypes: []string{""}, IgnoreBots: true},
 		Commands: CommandsConfig{
 			UnhandledText: "This command is not handled here.",
 			FailedText:    "Sorry, that could not be recorded. Please try again.",
 		},
-		Socket:  SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
-		Routes:  []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
-		Source:  "built-in defaults",
-		Builtin: true,
+		Socket:   SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
+		Backfill: BackfillConfig{Rate: sweep.DefaultHistoryRate},
+		Routes:   []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
+		Source:   "built-in defaults",
+		Builtin:  true,
 	}
 }
 
@@ -323,6 +368,9 @@ func (c *Config) Validate() error {
 	if c.Sweep.MaxAttempts <= 0 {
 		bad("sweep.max_attempts: %d must be positive", c.Sweep.MaxAttempts)
 	}
+	if c.Backfill.Rate <= 0 {
+		bad("backfill.rate: %d must be positive (calls a minute)", c.Backfill.Rate)
+	}
 	if n := c.Socket.Connections; n < 1 || n > 10 {
 		bad("socket_mode.connections: %d must be between 1 and 10 (Slack allows at most 10 per app)", n)
 	}
@@ -332,6 +380,8 @@ func (c *Config) Validate() error {
 	if c.Retention.Receipts.Duration < 10*time.Minute {
 		bad("retention.receipts: %s is shorter than Slack's retry window (about 6 minutes)", c.Retention.Receipts.Duration)
 	}
+
+	c.validateOAuth(bad)
 
 	seen := map[string]int{}
 	for i := range c.Routes {

@@ -31,6 +31,7 @@ type metrics struct {
 	parked        prometheus.Counter
 	sweepDuration prometheus.Histogram
 	sweepErrors   prometheus.Counter
+	confirmations *prometheus.CounterVec // outcome
 }
 
 func newMetrics(st store.Store) *metrics {
@@ -71,9 +72,16 @@ func newMetrics(st store.Store) *metrics {
 			Name: "ackd_sweep_errors_total",
 			Help: "Sweeps that failed on the database.",
 		}),
+		confirmations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ackd_post_confirmations_total",
+			Help: "Lookups for an earlier post before a post is repeated after an unknown outcome, by outcome: found (not posted again), not_found (posted), impossible (history unreadable: posted, possibly a duplicate), rate_limited (waits for Retry-After).",
+		}, []string{"outcome"}),
+	}
+	for _, o := range sweep.ConfirmOutcomes {
+		m.confirmations.WithLabelValues(o) // every outcome is scraped from the start, at 0
 	}
 	m.reg.MustRegister(m.ackLatency, m.requests, m.attempts, m.effectLatency, m.fenced, m.parked,
-		m.sweepDuration, m.sweepErrors,
+		m.sweepDuration, m.sweepErrors, m.confirmations,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ackd_sqlite_busy_errors_total",
 			Help: "SQLite SQLITE_BUSY/SQLITE_LOCKED errors (another connection or process held the write lock too long).",
@@ -157,6 +165,9 @@ func (m *metrics) Attempt(effect, outcome string, took time.Duration) {
 		m.parked.Inc()
 	}
 }
+
+// confirmed counts one post confirmation lookup (sweep.EffectConfig.OnConfirm).
+func (m *metrics) confirmed(outcome string) { m.confirmations.WithLabelValues(outcome).Inc() }
 
 // Swept implements sweep.Observer.
 func (m *metrics) Swept(took time.Duration, _ sweep.Result, err error) {

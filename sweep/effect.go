@@ -27,6 +27,10 @@ type Outcome struct {
 	// them. They are not stored.
 	Reply     []byte
 	ReplyType string
+	// Note is stored in the row's note (store.Row.Note): how the attempt
+	// succeeded, when that is worth an operator's reading (a post found by
+	// its confirmation, or posted because the lookup was impossible).
+	Note string
 }
 
 // Performer performs one effect kind. It must honour ctx (the effect's
@@ -53,6 +57,7 @@ const (
 	Permanent                // park now: retrying cannot help
 	RateLimited              // try again after RetryAfter without spending an attempt
 	Unavailable              // this process cannot perform the row (a credential is missing): give it back untouched
+	Waiting                  // not yet: the row's team has no installation; try again after RetryAfter without spending an attempt
 )
 
 func (c Class) String() string {
@@ -63,6 +68,8 @@ func (c Class) String() string {
 		return "rate_limited"
 	case Unavailable:
 		return "unavailable"
+	case Waiting:
+		return "waiting"
 	default:
 		return "retryable"
 	}
@@ -71,13 +78,18 @@ func (c Class) String() string {
 // Failure is a classified effect error.
 type Failure struct {
 	Class      Class
-	RetryAfter time.Duration // RateLimited only
+	RetryAfter time.Duration // RateLimited and Waiting only
 	Code       string        // short machine code: a Slack error ("channel_not_found"), "http_503", "timeout"…
 	Err        error
 	// Needs (Unavailable only) names the capability this process lacks, as
 	// instances record it (Sweeper.Performs): a row past HandBackLimit parks
 	// only when no live instance has it. Empty: park at the limit.
 	Needs string
+	// NotSent: the attempt's request never left (a refused connection, a
+	// name that did not resolve, a lookup that stopped before the call), so
+	// a retryable failure cannot have taken effect. A retryable failure
+	// without it may have (its outcome is unknown: store.FailUnknown).
+	NotSent bool
 }
 
 func (f *Failure) Error() string {

@@ -7,23 +7,43 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/ackd/ackd/internal/slackrate"
 )
 
 // EffectConfig is what the effect performers need from the daemon.
 type EffectConfig struct {
-	BotToken      string // xoxb-…; empty: post, react and update park with no_bot_token
-	APIURL        string // Web API base; empty means Slack's. A trailing slash is added.
-	ForwardSecret string // signs forward requests; empty sends no X-Ackd-Signature
+	BotToken string // xoxb-…; empty: post, react and update park with no_bot_token
+	// Tokens, when set ([oauth]), gives each row the token of its own
+	// installation at perform time instead of BotToken.
+	Tokens TokenSource
+	// NotInstalledWait: with Tokens, how long a row whose team has no
+	// installation waits before it parks (default DefaultNotInstalledWait).
+	NotInstalledWait time.Duration
+	APIURL           string // Web API base; empty means Slack's. A trailing slash is added.
+	ForwardSecret    string // signs forward requests; empty sends no X-Ackd-Signature
 	// RedeliverSecret signs re-delivered Slack requests as Slack would:
 	// the app's signing secret (ACKD_REDELIVER_SECRET, else
 	// SLACK_SIGNING_SECRET). Empty: redeliver rows park with no_signing_secret.
 	RedeliverSecret string
 	HTTPClient      *http.Client // shared by every effect; nil means a plain client (the job's ctx is the deadline); redirects are never followed, even by a client given here
-	Logger          *slog.Logger // performers log only at Debug; nil discards
+	Logger          *slog.Logger // performers log at Debug, and what post confirmation found or could not read (Info, Warn once per channel); nil discards
 	Now             func() time.Time
+	// NoConfirm turns off the lookup before a post is repeated after an
+	// unknown outcome ([slack] confirm_posts = false): such a post is
+	// simply made again (at-least-once). See confirm.go.
+	NoConfirm bool
+	// History paces the lookups' conversations.history/replies calls,
+	// shared with every other holder of the same budget (catch-up). Nil:
+	// Effects makes one of DefaultHistoryRate calls a minute.
+	History *slackrate.Budget
+	// OnConfirm, when set, is told each lookup's outcome (ConfirmFound,
+	// ConfirmNotFound, ConfirmImpossible, ConfirmRateLimited): a metric.
+	OnConfirm func(outcome string)
 }
 
 // Effects returns the performers for every effect a route can name: log,
@@ -38,6 +58,9 @@ func Effects(cfg EffectConfig) Registry {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.History == nil {
+		cfg.History = slackrate.New(DefaultHistoryRate)
+	}
 	apiURL := cfg.APIURL
 	if apiURL == "" {
 		apiURL = slack.APIURL
@@ -45,7 +68,7 @@ func Effects(cfg EffectConfig) Registry {
 	if !strings.HasSuffix(apiURL, "/") {
 		apiURL += "/" // slack-go appends the method name to the base as is
 	}
-	e := &effects{cfg: cfg, log: cfg.Logger.With("component", "effects")}
+	e := &effects{cfg: cfg, apiURL: apiURL, log: cfg.Logger.With("component", "effects")}
 	if cfg.BotToken != "" {
 		e.api = slack.New(cfg.BotToken, slack.OptionAPIURL(apiURL), slack.OptionHTTPClient(cfg.HTTPClient))
 	}
@@ -80,16 +103,14 @@ func noRedirects(c *http.Client) *http.Client {
 type effects struct {
 	cfg EffectConfig
 	api *slack.Client // nil without a bot token
-	log *slog.Logger
-}
-
-// webAPI returns the Web API client, or the failure that parks a row needing
-// one when no token is configured.
-func (e *effects) webAPI() (*slack.Client, error) {
-	if e.api == nil {
-		return nil, permanent("no_bot_token", "SLACK_BOT_TOKEN is not set; the Web API effects need a bot token")
-	}
-	return e.api, nil
+	// apiURL is the Web API base, with its trailing slash.
+	apiURL string
+	log    *slog.Logger
+	// impossible holds the channels a post's lookup could not read, each
+	// logged once.
+	impossible sync.Map
+	// progress holds, by row id, the lookups cut short (lookupProgress).
+	progress sync.Map
 }
 
 // render renders the template param key, or returns def when src is empty.

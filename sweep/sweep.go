@@ -74,6 +74,7 @@ const (
 	OutcomeAbandoned   = "abandoned" // not started or cut short (shutdown, lease too short); the lease will expire
 	OutcomeError       = "error"     // the result could not be written to the database
 	OutcomeSkipped     = "skipped"   // given back untouched: this process lacks what the row needs
+	OutcomeWaiting     = "waiting"   // the row's team has no installation yet ([oauth]); tried again soon
 )
 
 // Observer receives what a sweep did (metrics). Implementations must be safe
@@ -204,7 +205,7 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 		case OutcomeDone:
 			res.Done++
 			res.FollowUps += followUps[i]
-		case OutcomeRetry, OutcomeRateLimited:
+		case OutcomeRetry, OutcomeRateLimited, OutcomeWaiting:
 			res.Retried++
 		case OutcomeParked:
 			res.Parked++
@@ -352,7 +353,16 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, out Outcome, start time.Time) (string, error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	held, err := s.store.Complete(wctx, row.ID, token, out.Result, out.FollowUps)
+	var held bool
+	var err error
+	if out.Note == "" {
+		held, err = s.store.Complete(wctx, row.ID, token, out.Result, out.FollowUps)
+	} else {
+		// Only CompleteBatch stores a note.
+		var hs []bool
+		hs, err = s.store.CompleteBatch(wctx, token, []store.Completion{{ID: row.ID, Result: out.Result, FollowUps: out.FollowUps, Note: out.Note}})
+		held = err == nil && len(hs) == 1 && hs[0]
+	}
 	took := time.Since(start)
 	switch {
 	case err != nil:
@@ -376,9 +386,16 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 	f := AsFailure(effErr)
 	kind, retryAfter := store.FailRetryable, f.RetryAfter
 	switch f.Class {
+	case Retryable:
+		if !f.NotSent {
+			// The request went out and no definite answer came back:
+			// it may have taken effect (a post is then confirmed
+			// before it is made again).
+			kind = store.FailUnknown
+		}
 	case Permanent:
 		kind = store.FailPermanent
-	case RateLimited:
+	case RateLimited, Waiting:
 		kind = store.FailRateLimited
 	case Unavailable:
 		// Given back without spending an attempt, due again soon, for a
@@ -416,6 +433,10 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 		s.logRow(slog.LevelWarn, row, "effect skipped: this process lacks what the row needs; the row is left for one that has it",
 			"outcome", OutcomeSkipped, "code", f.Code, "err", f.Error())
 		return OutcomeSkipped, nil
+	case f.Class == Waiting:
+		s.logRow(slog.LevelInfo, row, "effect waiting: the row's team has no installation yet", "outcome", OutcomeWaiting,
+			"code", f.Code, "retry_after", f.RetryAfter)
+		return OutcomeWaiting, nil
 	case f.Class == RateLimited:
 		s.logRow(slog.LevelWarn, row, "effect rate limited", "outcome", OutcomeRateLimited, "code", f.Code,
 			"retry_after", f.RetryAfter, "latency_ms", took.Milliseconds())
@@ -517,7 +538,7 @@ func (c *completer) write(batch []completion) {
 	s := c.s
 	done := make([]store.Completion, len(batch))
 	for j, x := range batch {
-		done[j] = store.Completion{ID: x.row.ID, Result: x.out.Result, FollowUps: x.out.FollowUps}
+		done[j] = store.Completion{ID: x.row.ID, Result: x.out.Result, FollowUps: x.out.FollowUps, Note: x.out.Note}
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), writeTimeout)
 	held, err := s.store.CompleteBatch(wctx, c.token, done)

@@ -161,3 +161,68 @@ ALTER TABLE outbox ADD COLUMN claim_lease_ms bigint;
 -- sweep.HandBackLimit only when no live replica can perform it; NULL (a
 -- replica from before this column) counts as "may".
 ALTER TABLE ackd_instances ADD COLUMN effects text;
+
+-- migrate: 6
+
+-- Many workspaces ([oauth]): one row per installation of the app, keyed by
+-- team id, or by enterprise id for an org-wide install. The tokens (bot
+-- token, refresh token, expiry) are in secret only, sealed with AES-256-GCM
+-- under ACKD_TOKEN_KEY: a dump of this database holds no usable token.
+-- version counts writes of secret, so that a token refresh replaces exactly
+-- the pair it read.
+CREATE TABLE ackd_installations (
+  install_key           text COLLATE "C" PRIMARY KEY,  -- team_id, or enterprise_id for an org-wide install
+  team_id               text    NOT NULL DEFAULT '',
+  enterprise_id         text    NOT NULL DEFAULT '',
+  is_enterprise_install boolean NOT NULL DEFAULT false,
+  app_id                text    NOT NULL DEFAULT '',
+  bot_user_id           text    NOT NULL DEFAULT '',
+  bot_id                text    NOT NULL DEFAULT '',
+  scopes                text    NOT NULL DEFAULT '',
+  user_scopes           text    NOT NULL DEFAULT '',
+  installer_user_id     text    NOT NULL DEFAULT '',
+  installed_at          bigint  NOT NULL,
+  updated_at            bigint  NOT NULL,
+  secret                bytea   NOT NULL,     -- sealed: never a token in clear
+  version               bigint  NOT NULL DEFAULT 1,
+  error                 text    NOT NULL DEFAULT ''  -- why the tokens cannot be used (a refused refresh)
+);
+
+-- The install flow's states that were used (their hash), kept while they
+-- are valid (10 minutes): a state is signed, so the install page writes
+-- nothing, and it is accepted once, decided by this table's key.
+CREATE TABLE ackd_oauth_states (
+  state_hash  text COLLATE "C" PRIMARY KEY,
+  expires_at  bigint NOT NULL
+);
+
+-- Named leases between replicas and hand-run commands: one token refresher
+-- per installation ("refresh:{install_key}"), judged on the database's clock.
+CREATE TABLE ackd_leases (
+  name        text COLLATE "C" PRIMARY KEY,
+  holder      text   NOT NULL,
+  expires_at  bigint NOT NULL
+);
+
+
+-- migrate: 7
+
+-- A post is confirmed before it is repeated (chat.postMessage has no
+-- idempotency key). outcome_unknown is true once an attempt may have taken
+-- effect without ackd learning it: it failed after its request was sent
+-- with no definite answer (a timeout, a reset connection, a 5xx,
+-- internal_error), or a claim found the row still stamped with another
+-- claimer's expired lease (that replica died mid-call). It is never
+-- cleared. first_claimed_at is when the row was first claimed (the
+-- database's clock): the post's lookup reads the conversation from a
+-- little before it. note is what the successful attempt said about how it
+-- succeeded; result keeps {"channel","ts"}.
+ALTER TABLE outbox ADD COLUMN outcome_unknown boolean NOT NULL DEFAULT false;
+ALTER TABLE outbox ADD COLUMN first_claimed_at bigint;
+ALTER TABLE outbox ADD COLUMN note text;
+-- Rows an older ackd already attempted: a pending or parked row with a failed
+-- attempt may have posted (that version did not record the difference), and
+-- its first attempt was no earlier than its creation.
+UPDATE outbox
+   SET first_claimed_at = created_at, outcome_unknown = (attempts > 0)
+ WHERE status IN ('pending', 'parked') AND (attempts > 0 OR claim_token IS NOT NULL);
