@@ -359,7 +359,7 @@ func statusCmd(g *globals) *cobra.Command {
 					}
 					return json.NewEncoder(g.stdout).Encode(map[string]any{
 						"db": st.Location(), "engine": st.Engine(), "schema_version": s.SchemaVersion, "receipts": s.Receipts,
-						"pending": s.Pending, "leased": s.Leased, "done": s.Done, "parked": s.Parked,
+						"pending": s.Pending, "leased": s.Leased, "done": s.Done, "parked": s.Parked, "discarded": s.Discarded,
 						"oldest_pending_seconds": int64(s.OldestPending.Seconds()),
 						"daemons":                running,
 					})
@@ -370,6 +370,7 @@ func statusCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "pending\t%d (%d leased)\n", s.Pending, s.Leased)
 				fmt.Fprintf(w, "done\t%d\n", s.Done)
 				fmt.Fprintf(w, "parked\t%d\n", s.Parked)
+				fmt.Fprintf(w, "discarded\t%d\n", s.Discarded)
 				fmt.Fprintf(w, "oldest pending\t%s\n", s.OldestPending.Round(time.Second))
 				if len(daemons) == 0 {
 					fmt.Fprintf(w, "daemons\tnone running (no heartbeat in the last %s)\n", daemon.InstanceStale)
@@ -390,7 +391,7 @@ func statusCmd(g *globals) *cobra.Command {
 }
 
 func outboxCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "outbox", Short: "Inspect and requeue outbox rows"}
+	c := &cobra.Command{Use: "outbox", Short: "Inspect, requeue and discard outbox rows"}
 	var status string
 	var limit int
 	list := &cobra.Command{
@@ -416,7 +417,7 @@ func outboxCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	list.Flags().StringVar(&status, "status", "", "only rows with this status: pending, done or parked")
+	list.Flags().StringVar(&status, "status", "", "only rows with this status: "+strings.Join(store.Statuses, ", "))
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many rows")
 
 	show := &cobra.Command{
@@ -468,54 +469,96 @@ func outboxCmd(g *globals) *cobra.Command {
 		},
 	}
 
+	c.AddCommand(list, show,
+		parkedCmd(g, "retry", "Put parked rows back to pending with a fresh attempt budget",
+			"A redeliver row parked on 404 may already have run its listener (Bolt answers 404 when\n"+
+				"nobody acked in time): retrying it may run the listener twice; discard it instead.",
+			"requeued", store.Store.Requeue, store.Store.RequeueParked),
+		parkedCmd(g, "discard", "Give up on parked rows: never performed, kept as discarded (pruned like done rows)",
+			"A discarded row stays for the audit trail (status discarded, completed = when it was\n"+
+				"discarded, its last error kept) and is pruned after [retention] done, like a done row.",
+			"discarded", store.Store.Discard, store.Store.DiscardParked))
+	return c
+}
+
+// parkedCmd is `outbox retry` or `outbox discard`: one verb over parked
+// rows, by id or as a filtered set.
+func parkedCmd(g *globals, verb, short, long, past string,
+	one func(store.Store, context.Context, int64) error,
+	many func(store.Store, context.Context, store.ParkedFilter) (int64, error)) *cobra.Command {
 	var allParked bool
-	retry := &cobra.Command{
-		Use:   "retry ID | --all-parked",
-		Short: "Put parked rows back to pending with a fresh attempt budget",
-		Args:  cobra.MaximumNArgs(1),
+	var f store.ParkedFilter
+	c := &cobra.Command{
+		Use:   verb + " ID... | --all-parked [--route R] [--effect E] [--older-than D]",
+		Short: short,
+		Long:  short + ".\n\n" + long,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if allParked == (len(args) == 1) {
-				return errors.New("outbox retry: give one row ID or --all-parked")
+			filtered := f.Route != "" || f.Effect != "" || f.OlderThan != 0
+			switch {
+			case allParked == (len(args) > 0):
+				return fmt.Errorf("outbox %s: give row IDs or --all-parked", verb)
+			case filtered && !allParked:
+				return fmt.Errorf("outbox %s: --route, --effect and --older-than select among parked rows; use them with --all-parked", verb)
+			case f.OlderThan < 0:
+				return fmt.Errorf("outbox %s: --older-than must not be negative", verb)
+			}
+			ids := make([]int64, len(args))
+			for i, a := range args {
+				id, err := strconv.ParseInt(a, 10, 64)
+				if err != nil {
+					return fmt.Errorf("outbox %s: %q is not a row id", verb, a)
+				}
+				ids[i] = id
 			}
 			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
 				if allParked {
-					n, err := st.RequeueParked(cmd.Context())
+					n, err := many(st, cmd.Context(), f)
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(g.stdout, "requeued %d parked rows\n", n)
+					fmt.Fprintf(g.stdout, "%s %d parked rows\n", past, n)
 					return nil
 				}
-				id, err := strconv.ParseInt(args[0], 10, 64)
-				if err != nil {
-					return fmt.Errorf("outbox retry: %q is not a row id", args[0])
-				}
-				if err := st.Requeue(cmd.Context(), id); err != nil {
+				var errs []error
+				for _, id := range ids {
+					err := one(st, cmd.Context(), id)
+					if err == nil {
+						fmt.Fprintf(g.stdout, "%s row %d\n", past, id)
+						continue
+					}
 					if !errors.Is(err, store.ErrNotFound) {
-						return err
+						return errors.Join(append(errs, err)...)
 					}
-					r, gerr := st.Get(cmd.Context(), id)
-					switch {
-					case errors.Is(gerr, store.ErrNotFound):
-						return fmt.Errorf("outbox retry: there is no row %d", id)
-					case gerr != nil:
-						return gerr
-					case r.Status == store.StatusDone:
-						return fmt.Errorf("outbox retry: row %d is done (completed %s), not parked; only parked rows are requeued",
-							id, r.CompletedAt.UTC().Format(time.DateTime))
-					default:
-						return fmt.Errorf("outbox retry: row %d is %s, not parked: it is already waiting for a sweep (attempts %d, next attempt %s)",
-							id, r.Status, r.Attempts, r.NextAttemptAt.UTC().Format(time.DateTime))
-					}
+					errs = append(errs, notParked(cmd.Context(), st, verb, id))
 				}
-				fmt.Fprintf(g.stdout, "requeued row %d\n", id)
-				return nil
+				return errors.Join(errs...)
 			})
 		},
 	}
-	retry.Flags().BoolVar(&allParked, "all-parked", false, "requeue every parked row")
-	c.AddCommand(list, show, retry)
+	c.Flags().BoolVar(&allParked, "all-parked", false, "every parked row (narrowed by --route, --effect, --older-than)")
+	c.Flags().StringVar(&f.Route, "route", "", "with --all-parked: only rows made by this route")
+	c.Flags().StringVar(&f.Effect, "effect", "", "with --all-parked: only rows of this effect")
+	c.Flags().DurationVar(&f.OlderThan, "older-than", 0, "with --all-parked: only rows created longer ago than this (e.g. 24h)")
 	return c
+}
+
+// notParked says why row id could not be requeued or discarded.
+func notParked(ctx context.Context, st store.Store, verb string, id int64) error {
+	r, err := st.Get(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("outbox %s: there is no row %d", verb, id)
+	case err != nil:
+		return err
+	case r.Status == store.StatusDone:
+		return fmt.Errorf("outbox %s: row %d is done (completed %s), not parked; only parked rows are %s",
+			verb, id, r.CompletedAt.UTC().Format(time.DateTime), map[string]string{"retry": "requeued", "discard": "discarded"}[verb])
+	case r.Status == store.StatusDiscarded:
+		return fmt.Errorf("outbox %s: row %d was discarded (%s), not parked", verb, id, r.CompletedAt.UTC().Format(time.DateTime))
+	default:
+		return fmt.Errorf("outbox %s: row %d is %s, not parked: it is already waiting for a sweep (attempts %d, next attempt %s)",
+			verb, id, r.Status, r.Attempts, r.NextAttemptAt.UTC().Format(time.DateTime))
+	}
 }
 
 // lastError is a row's last error as the commands show it: a done row's is
@@ -538,7 +581,7 @@ func oneLine(s string, n int) string {
 func pruneCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "prune",
-		Short: "Delete receipts and done rows older than the retention (pending and parked rows stay)",
+		Short: "Delete receipts, and done and discarded rows, older than the retention (pending and parked rows stay)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Prune's slices go through the group committer, which logs a
@@ -551,7 +594,7 @@ func pruneCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("%w (deleted before the failure: receipts=%d done=%d)", err, res.Receipts, res.Done)
 				}
-				fmt.Fprintf(g.stdout, "pruned receipts=%d done=%d requests=%d\n", res.Receipts, res.Done, res.Requests)
+				fmt.Fprintf(g.stdout, "pruned receipts=%d done=%d discarded=%d requests=%d\n", res.Receipts, res.Done, res.Discarded, res.Requests)
 				return nil
 			})
 		},

@@ -1249,7 +1249,7 @@ func testStatusAndOutboxCommands(t *testing.T, db string) {
 	if n := len(hook.requests()); n != 4 {
 		t.Errorf("forward target received %d requests, want 4 (2 parked attempts + 2 after requeue)", n)
 	}
-	if out := ackd("prune").Stdout; out != "pruned receipts=0 done=0 requests=0\n" {
+	if out := ackd("prune").Stdout; out != "pruned receipts=0 done=0 discarded=0 requests=0\n" {
 		t.Errorf("prune of fresh rows printed %q", out)
 	}
 	if out, want := ackd("migrate").Stdout, daemon.RedactDB(db)+fmt.Sprintf(": schema version %d\n", wantV); out != want {

@@ -137,7 +137,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 			t.Errorf("the dashboard does not show %s", want)
 		}
 	}
-	for _, want := range []string{"ackd_outbox_oldest_pending_seconds", "ackd_outbox_rows", "ackd_fence_rejections_total"} {
+	for _, want := range []string{"ackd_outbox_oldest_pending_seconds", "ackd_parked_total", "ackd_fence_rejections_total"} {
 		if !slices.ContainsFunc(rules, func(e string) bool { return strings.Contains(e, want) }) {
 			t.Errorf("no alert rule uses %s", want)
 		}
@@ -170,5 +170,17 @@ func TestMonitoringPromtool(t *testing.T) {
 	}
 	if out, err := exec.Command(promtool, "check", "rules", path).CombinedOutput(); err != nil {
 		t.Fatalf("a dashboard query is not valid PromQL: %v\n%s", err, out)
+	}
+}
+
+// Issue 25.1 and 25.8: the alert rules behave as their unit tests in
+// monitoring/ackd-rules.test.yml say (promtool test rules): a parked row
+// pages when it is new, not forever.
+func TestMonitoringRuleUnitTests(t *testing.T) {
+	t.Parallel()
+	promtool, err := exec.LookPath("promtool")
+	testreq.Need(t, err == nil, "promtool is not installed (Debian: apt-get install prometheus; .ci/with-promtool.sh)")
+	if out, err := exec.Command(promtool, "test", "rules", "monitoring/ackd-rules.test.yml").CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules monitoring/ackd-rules.test.yml: %v\n%s", err, out)
 	}
 }

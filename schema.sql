@@ -158,3 +158,89 @@ CREATE INDEX outbox_parked ON outbox (id) WHERE status = 'parked';
 -- expired; judging by the row's own length, not the claimer's, keeps a
 -- process with a shorter [sweep] lease from taking a live longer lease.
 ALTER TABLE outbox ADD COLUMN claim_lease_ms INTEGER;
+
+-- migrate: 6
+
+-- A fourth status, 'discarded': an operator gave up on a parked row (`ackd
+-- outbox discard`). It is never performed again, stays for the audit trail
+-- with completed_at the time of the discard, and is pruned on the done rows'
+-- retention. SQLite cannot alter a CHECK constraint, so the table is rebuilt
+-- (https://sqlite.org/lang_altertable.html#otheralter): a new table with the
+-- wider CHECK, every row copied with its id, the AUTOINCREMENT counter
+-- carried over (ids are never reused), the indexes and views made again.
+DROP VIEW outbox_readable;
+DROP VIEW queue_summary;
+DROP VIEW parked;
+CREATE TABLE outbox_new (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  idempotency_key  TEXT    NOT NULL UNIQUE,
+  effect           TEXT    NOT NULL CHECK (effect <> ''),
+  payload          TEXT    NOT NULL,
+  status           TEXT    NOT NULL DEFAULT 'pending'
+                           CHECK (status IN ('pending', 'done', 'parked', 'discarded')),
+  attempts         INTEGER NOT NULL DEFAULT 0,
+  claim_token      TEXT,
+  claim_expires_at INTEGER,
+  next_attempt_at  INTEGER NOT NULL,
+  last_error       TEXT,
+  result           TEXT,
+  created_at       INTEGER NOT NULL,
+  completed_at     INTEGER,              -- done: the success; discarded: the discard
+  request_id       TEXT,
+  claim_lease_ms   INTEGER
+);
+INSERT INTO outbox_new (id, idempotency_key, effect, payload, status, attempts, claim_token,
+                        claim_expires_at, next_attempt_at, last_error, result, created_at,
+                        completed_at, request_id, claim_lease_ms)
+SELECT id, idempotency_key, effect, payload, status, attempts, claim_token,
+       claim_expires_at, next_attempt_at, last_error, result, created_at,
+       completed_at, request_id, claim_lease_ms
+  FROM outbox;
+DELETE FROM sqlite_sequence WHERE name = 'outbox_new';
+INSERT INTO sqlite_sequence (name, seq) SELECT 'outbox_new', seq FROM sqlite_sequence WHERE name = 'outbox';
+DROP TABLE outbox;
+ALTER TABLE outbox_new RENAME TO outbox;
+CREATE INDEX outbox_done ON outbox (completed_at) WHERE status = 'done';
+CREATE INDEX outbox_request_id ON outbox (request_id) WHERE request_id IS NOT NULL;
+CREATE INDEX outbox_pending ON outbox (next_attempt_at, id) WHERE status = 'pending';
+CREATE INDEX outbox_leased ON outbox (claim_token) WHERE claim_token IS NOT NULL AND status = 'pending';
+CREATE INDEX outbox_parked ON outbox (id) WHERE status = 'parked';
+-- Serves pruning (and counting) of discarded rows.
+CREATE INDEX outbox_discarded ON outbox (completed_at) WHERE status = 'discarded';
+
+CREATE VIEW outbox_readable AS
+SELECT id,
+       idempotency_key,
+       effect,
+       status,
+       attempts,
+       strftime('%Y-%m-%d %H:%M:%f', created_at / 1000.0, 'unixepoch')      AS created,
+       CASE WHEN status = 'pending'
+            THEN strftime('%Y-%m-%d %H:%M:%f', next_attempt_at / 1000.0, 'unixepoch') END AS next_attempt,
+       CASE WHEN claim_expires_at IS NOT NULL
+            THEN strftime('%Y-%m-%d %H:%M:%f', claim_expires_at / 1000.0, 'unixepoch') END AS lease_until,
+       CASE WHEN completed_at IS NOT NULL
+            THEN strftime('%Y-%m-%d %H:%M:%f', completed_at / 1000.0, 'unixepoch') END AS completed,
+       last_error,
+       result
+  FROM outbox;
+
+CREATE VIEW queue_summary AS
+SELECT status,
+       count(*) AS rows,
+       strftime('%Y-%m-%d %H:%M:%S', min(created_at) / 1000.0, 'unixepoch') AS oldest_created,
+       max(attempts) AS max_attempts
+  FROM outbox
+ GROUP BY status;
+
+CREATE VIEW parked AS
+SELECT id,
+       idempotency_key,
+       effect,
+       json_extract(payload, '$.route') AS route,
+       attempts,
+       strftime('%Y-%m-%d %H:%M:%S', created_at / 1000.0, 'unixepoch') AS created,
+       last_error
+  FROM outbox
+ WHERE status = 'parked'
+ ORDER BY id;

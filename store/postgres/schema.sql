@@ -152,3 +152,15 @@ CREATE INDEX outbox_request_id ON outbox (request_id) WHERE request_id IS NOT NU
 -- expired; judging by the row's own length, not the claimer's, keeps a
 -- replica with a shorter [sweep] lease from taking a live longer lease.
 ALTER TABLE outbox ADD COLUMN claim_lease_ms bigint;
+
+-- migrate: 5
+
+-- A fourth status, 'discarded': an operator gave up on a parked row (`ackd
+-- outbox discard`). It is never performed again, stays for the audit trail
+-- with completed_at the time of the discard, and is pruned on the done rows'
+-- retention.
+ALTER TABLE outbox DROP CONSTRAINT outbox_status_check;
+ALTER TABLE outbox ADD CONSTRAINT outbox_status_check
+  CHECK (status IN ('pending', 'done', 'parked', 'discarded'));
+-- Serves pruning of discarded rows.
+CREATE INDEX outbox_discarded ON outbox (completed_at) WHERE status = 'discarded';
