@@ -287,6 +287,9 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
 	}
+	for _, w := range s.cfg.Warnings {
+		s.log.Warn("config: " + w)
+	}
 	var slowest time.Duration
 	for _, r := range s.cfg.Routes {
 		slowest = max(slowest, r.Timeout.Duration)
