@@ -79,6 +79,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		g.with(pruneCmd(g), "db"),
 		g.with(sendCmd(g), "listen"),
 		g.with(benchCmd(g), "db", "listen"),
+		g.with(configCmd(g), "db", "listen"),
 		versionCmd(g),
 		g.with(ceilingCmd(g), "listen"))
 	return root
@@ -244,6 +245,63 @@ func serveCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file until shutdown")
 	_ = c.Flags().MarkHidden("cpuprofile")
+	return c
+}
+
+func configCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{Use: "config", Short: "Check the configuration"}
+	var asJSON bool
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Run every startup check of serve without serving; exit 0 when serve would start",
+		Long: "Loads the configuration exactly as serve does (--config / ACKD_CONFIG, the environment,\n" +
+			"--db and --listen) and runs the checks serve runs before it serves: routes and keys,\n" +
+			"every template executed over sample data, the secrets serve requires, the credentials\n" +
+			"the routes' effects need, and the database (reachable; its schema against this binary's).\n" +
+			"It creates, migrates and writes nothing. Exit status 0: serve would start (warnings\n" +
+			"included); 1: it would not. For deploy pipelines: run it before restarting the unit.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var checks []daemon.Check
+			cfg, err := g.loadConfig()
+			if err != nil {
+				checks = append(checks, daemon.Check{Name: "config", Status: daemon.CheckFail, Detail: err.Error()})
+			} else if sec, err := secrets(true); err != nil {
+				checks = append(checks, daemon.Check{Name: "secrets", Status: daemon.CheckFail, Detail: err.Error()})
+			} else {
+				checks = daemon.CheckConfig(cmd.Context(), cfg, sec, schema)
+			}
+			failed, warned := 0, 0
+			for _, c := range checks {
+				switch c.Status {
+				case daemon.CheckFail:
+					failed++
+				case daemon.CheckWarn:
+					warned++
+				}
+			}
+			if asJSON {
+				if err := json.NewEncoder(g.stdout).Encode(map[string]any{"ok": failed == 0, "checks": checks}); err != nil {
+					return err
+				}
+			} else {
+				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				for _, c := range checks {
+					fmt.Fprintf(w, "%-4s\t%s\t%s\n", c.Status, c.Name, c.Detail)
+				}
+				w.Flush()
+			}
+			if failed > 0 {
+				return fmt.Errorf("config check: %d failed: serve would not start", failed)
+			}
+			if !asJSON {
+				fmt.Fprintf(g.stdout, "config check: serve would start (%d warnings)\n", warned)
+			}
+			return nil
+		},
+	}
+	check.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.AddCommand(check)
 	return c
 }
 
