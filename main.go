@@ -206,13 +206,23 @@ func serveCmd(g *globals) *cobra.Command {
 		Long: "Run the daemon: Slack ingress (/slack/events, /slack/commands, /slack/interactivity),\n" +
 			"the sweep ticker and immediate trigger, the pruner, /healthz and /metrics.\n\n" +
 			"Environment (each secret may instead be given as a file named by …_FILE, e.g. a\n" +
-			"systemd credential; never on the command line):\n" +
-			"  SLACK_SIGNING_SECRET  required: the app's signing secret; serve refuses to start without it\n" +
-			"  SLACK_BOT_TOKEN       bot token for post, react, update (without it their rows stay pending)\n" +
-			"  ACKD_FORWARD_SECRET   signs forward requests (X-Ackd-Signature)\n" +
-			"  SLACK_API_URL         Web API base URL (tests, proxies)\n" +
-			"  ACKD_CONFIG, ACKD_DB, ACKD_LISTEN  as --config, --db, --listen\n" +
-			"  ACKD_LOG_LEVEL        debug, info (default), warn, error",
+			"systemd credential; never on the command line; an empty file is refused):\n" +
+			"  SLACK_SIGNING_SECRET   the app's signing secret. Required over HTTP (serve refuses to start\n" +
+			"                         without it); optional with [socket_mode] enabled, where without it\n" +
+			"                         the HTTP Slack routes are not served. Also signs redeliver requests\n" +
+			"  SLACK_APP_TOKEN        the app-level token (xapp-…): required with [socket_mode] enabled,\n" +
+			"                         unused otherwise\n" +
+			"  SLACK_BOT_TOKEN        bot token for post, react, update (without it their rows stay pending)\n" +
+			"  ACKD_FORWARD_SECRET    signs forward requests (X-Ackd-Signature); without it they go unsigned\n" +
+			"  ACKD_REDELIVER_SECRET  signs redeliver requests instead of SLACK_SIGNING_SECRET (an app that\n" +
+			"                         verifies another secret); required by redeliver routes without one\n" +
+			"  SLACK_API_URL          Web API base URL (tests, proxies); overrides [slack] api_url\n" +
+			"  ACKD_CONFIG            as --config\n" +
+			"  ACKD_DB                as --db; or ACKD_DB_FILE, a file that holds it (a postgres:// URL\n" +
+			"                         with a password, as a systemd credential); not both\n" +
+			"  ACKD_LISTEN            as --listen\n" +
+			"  ACKD_LOG_LEVEL         debug, info (default), warn, error\n" +
+			"  NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID  set by systemd (Type=notify, WatchdogSec=)",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.loadConfig()
@@ -350,8 +360,14 @@ func sweepCmd(g *globals) *cobra.Command {
 					return err
 				}
 				if waiting := s.Pending - s.Leased; waiting > 0 {
+					// The effects the routes name, as the line above said
+					// (all of them only when no route names any).
+					left := cfg.RoutedSkips(skipsOf(sc.Skip, res))
+					if len(left) == 0 {
+						left = skipsOf(sc.Skip, res)
+					}
 					return fmt.Errorf("sweep performed nothing while %d rows are pending: this process lacks a credential they may need (%s); run it with the daemon's credentials (README: Operating an installed unit)",
-						waiting, sweep.SkipSummary(skipsOf(sc.Skip, res)))
+						waiting, sweep.SkipSummary(left))
 				}
 				return nil
 			})
@@ -489,8 +505,14 @@ func outboxCmd(g *globals) *cobra.Command {
 			}
 			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
 				r, err := st.Get(cmd.Context(), id)
+				if errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("outbox show: no outbox row %d (done and discarded rows are pruned after [retention] done)", id)
+				}
 				if err != nil {
 					return err
+				}
+				if r.Status != store.StatusPending {
+					r.NextAttemptAt = time.Time{} // no sweep will attempt it: show none
 				}
 				t := func(v time.Time) string {
 					if v.IsZero() {
@@ -786,6 +808,7 @@ func printRedacted(w io.Writer, doc []byte) {
 		redactSecrets(pretty)
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // Slack's "<@U123>" as it is, not "\u003c@U123\u003e"
 		_ = enc.Encode(pretty)
 		return
 	}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -123,4 +125,94 @@ func TestConfigCheck(t *testing.T) {
 			t.Errorf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 		}
 	})
+}
+
+// Issue 25.6: serve --help names every environment variable serve reads
+// (every "SLACK_…"/"ACKD_…" name in the code serve runs), and says which
+// are required in which mode.
+func TestServeHelpListsTheEnvironment(t *testing.T) {
+	t.Parallel()
+	help := procMustRun(t, procEnv(), "serve", "--help").Stdout
+	var files []string
+	for _, pat := range []string{"*.go", "daemon/*.go", "sweep/*.go"} {
+		m, err := filepath.Glob(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	name := regexp.MustCompile(`"((?:SLACK|ACKD)_[A-Z_]+)"`)
+	notServe := map[string]bool{"ACKD_BENCH_POSTGRES": true} // bench compare's, not serve's
+	seen := map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || strings.HasPrefix(filepath.Base(f), "bench") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range name.FindAllStringSubmatch(string(b), -1) {
+			if notServe[m[1]] || seen[m[1]] {
+				continue
+			}
+			seen[m[1]] = true
+			if !regexp.MustCompile(`(?m)^\s+(?:[A-Z_]+, )*` + m[1] + `\b`).MatchString(help) && !strings.Contains(help, "or "+m[1]) {
+				t.Errorf("serve --help does not list %s (read in %s)", m[1], f)
+			}
+		}
+	}
+	for _, want := range []string{"SLACK_APP_TOKEN", "ACKD_REDELIVER_SECRET", "ACKD_DB_FILE", "required with [socket_mode] enabled", "Required over HTTP"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("serve --help lacks %q:\n%s", want, help)
+		}
+	}
+}
+
+// Issue 25.6: what serve says at startup is true of the configuration and
+// the engine: a forward-only config without a bot token is not warned about
+// post effects no route names, and the PostgreSQL line shows PostgreSQL's
+// settings, not SQLite's synchronous.
+func TestStartupLinesFitTheConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := procWriteConfig(t, dir, "fwd.toml", "[[route]]\nname = \"fwd\"\nevent = \"app_mention\"\neffect = \"forward\"\nurl = \"http://127.0.0.1:9/\"\n")
+	listening := func(t *testing.T, stderr string) map[string]any {
+		t.Helper()
+		for _, l := range strings.Split(stderr, "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "ackd listening" {
+				return m
+			}
+		}
+		t.Fatalf("no \"ackd listening\" line:\n%s", stderr)
+		return nil
+	}
+	for _, tc := range []struct {
+		name, db   string
+		want, none []string
+	}{
+		{"sqlite", filepath.Join(dir, "ackd.db"), []string{"synchronous", "commit_delay"}, []string{"synchronous_commit"}},
+		{"postgres", pgtest.URL(t), []string{"synchronous_commit", "server_version", "pool_max_conns"}, []string{"synchronous"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := procServe(t, procServeOpts{Config: cfg, DB: tc.db})
+			d.stop()
+			stderr := d.Stderr.String()
+			if strings.Contains(stderr, "routes name effects this daemon cannot perform") {
+				t.Errorf("a forward-only config was warned about effects no route names:\n%s", stderr)
+			}
+			m := listening(t, stderr)
+			for _, k := range tc.want {
+				if _, ok := m[k]; !ok {
+					t.Errorf("startup line lacks %s: %v", k, m)
+				}
+			}
+			for _, k := range tc.none {
+				if _, ok := m[k]; ok {
+					t.Errorf("startup line has %s: %v", k, m)
+				}
+			}
+		})
+	}
 }

@@ -26,7 +26,7 @@ func testOutboxDiscard(t *testing.T, db string) {
 	cfg := procLogAndForwardConfig(t, dir, hook.URL)
 	d := procServe(t, procServeOpts{Config: cfg, DB: db})
 	for i := range 3 {
-		d.mustPostEvent(procMention(fmt.Sprintf("EvDis%d", i), "x"))
+		d.mustPostEvent(procMention(fmt.Sprintf("EvDis%d", i), "<@U1> x & y"))
 	}
 	sdb := procOpenDB(t, db)
 	procWaitFor(t, "3 parked rows", 20*time.Second, func() bool {
@@ -44,6 +44,10 @@ func testOutboxDiscard(t *testing.T, db string) {
 
 	if r := ackd("outbox", "discard", first); r.Code != 0 || r.Stdout != "discarded row "+first+"\n" {
 		t.Fatalf("discard %s: exit %d, %q %q", first, r.Code, r.Stdout, r.Stderr)
+	}
+	// Issue 25.6: show prints the text as Slack sent it, not \u003c.
+	if show := ackd("outbox", "show", first).Stdout; !strings.Contains(show, `"text": "<@U1> x & y"`) || strings.Contains(show, `\u003c`) {
+		t.Errorf("outbox show escapes the text:\n%s", show)
 	}
 	if r := ackd("outbox", "discard", first); r.Code == 0 || !strings.Contains(r.Stderr, "row "+first+" was discarded") {
 		t.Errorf("discard of a discarded row: exit %d, stderr %q", r.Code, r.Stderr)

@@ -59,6 +59,10 @@ reaction = "eyes"
 				t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
 			}
 		}
+		// Issue 25.6: both lines name the same effects, the ones the routes use.
+		if !strings.Contains(r.Stderr, "they may need (react (SLACK_BOT_TOKEN is not set))") || strings.Contains(r.Stderr, "post (") || strings.Contains(r.Stderr, "update (") {
+			t.Errorf("the two stderr lines name different effects:\n%s", r.Stderr)
+		}
 		sdb := procOpenDB(t, db)
 		if n := procQueryInt(t, sdb, `SELECT count(*) FROM outbox WHERE status = 'pending' AND attempts = 0 AND last_error IS NULL AND claim_token IS NULL`); n != 1 {
 			t.Fatalf("untouched pending rows: %d, want 1", n)

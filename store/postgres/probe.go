@@ -37,3 +37,15 @@ func Probe(ctx context.Context, dsn string) (int, error) {
 	}
 	return v, nil
 }
+
+// Settings are what ackd's startup line shows of this engine, as slog
+// key-value pairs: the server's version, its synchronous_commit (how durable
+// a commit is: "on" survives a crash of the server), and the pool size.
+func (s *Store) Settings(ctx context.Context) []any {
+	var version, syncCommit string
+	err := s.pool.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('synchronous_commit')`).Scan(&version, &syncCommit)
+	if err != nil {
+		version, syncCommit = "unknown", "unknown"
+	}
+	return []any{"server_version", version, "synchronous_commit", syncCommit, "pool_max_conns", s.pool.Config().MaxConns}
+}

@@ -164,3 +164,18 @@ ALTER TABLE outbox ADD CONSTRAINT outbox_status_check
   CHECK (status IN ('pending', 'done', 'parked', 'discarded'));
 -- Serves pruning of discarded rows.
 CREATE INDEX outbox_discarded ON outbox (completed_at) WHERE status = 'discarded';
+-- A parked, done or discarded row has no next attempt: the view shows none.
+CREATE OR REPLACE VIEW outbox_readable AS
+SELECT id,
+       idempotency_key,
+       effect,
+       status,
+       attempts,
+       to_timestamp(created_at / 1000.0)      AT TIME ZONE 'UTC' AS created,
+       CASE WHEN status = 'pending'
+            THEN to_timestamp(next_attempt_at / 1000.0) AT TIME ZONE 'UTC' END AS next_attempt,
+       to_timestamp(claim_expires_at / 1000.0) AT TIME ZONE 'UTC' AS lease_until,
+       to_timestamp(completed_at / 1000.0)    AT TIME ZONE 'UTC' AS completed,
+       last_error,
+       result
+  FROM outbox;

@@ -29,3 +29,10 @@ func Probe(ctx context.Context, path string) (int, error) {
 	}
 	return v, nil
 }
+
+// Settings are what ackd's startup line shows of this engine, as slog
+// key-value pairs: synchronous (FULL: an ack survives power loss; NORMAL: a
+// process crash only) and the group commit's delay.
+func (s *Store) Settings(context.Context) []any {
+	return []any{"synchronous", s.opts.Synchronous, "commit_delay", s.opts.CommitDelay.String()}
+}
