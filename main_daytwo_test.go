@@ -157,7 +157,7 @@ func TestServeHelpListsTheEnvironment(t *testing.T) {
 				continue
 			}
 			seen[m[1]] = true
-			if !regexp.MustCompile(`(?m)^\s+(?:[A-Z_]+, )*` + m[1] + `\b`).MatchString(help) && !strings.Contains(help, "or "+m[1]) {
+			if !regexp.MustCompile(`(?m)^\s+(?:[A-Z_]+, )*`+m[1]+`\b`).MatchString(help) && !strings.Contains(help, "or "+m[1]) {
 				t.Errorf("serve --help does not list %s (read in %s)", m[1], f)
 			}
 		}
