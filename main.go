@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -67,6 +68,17 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// ackd --version: what `ackd version` prints (its --json too).
+	var showVersion bool
+	root.Flags().BoolVar(&showVersion, "version", false, "print the version (as ackd version) and exit")
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if !showVersion {
+			return cmd.Help()
+		}
+		vc := versionCmd(g)
+		vc.Run(vc, nil)
+		return nil
+	}
 	// --config is accepted everywhere (`ackd --config /etc/ackd/ackd.toml
 	// outbox list`); --db and --listen only where they mean something.
 	root.PersistentFlags().StringVar(&g.config, "config", "", "TOML config file (env ACKD_CONFIG); none = built-in dry-run defaults")
@@ -427,9 +439,13 @@ func statusCmd(g *globals) *cobra.Command {
 				if asJSON {
 					running := []map[string]any{}
 					for _, in := range daemons {
-						running = append(running, map[string]any{"pid": in.PID, "host": in.Host, "listen": in.Listen,
+						d := map[string]any{"pid": in.PID, "host": in.Host, "listen": in.Listen,
 							"started_at":            in.StartedAt.UTC().Format(time.RFC3339),
-							"heartbeat_age_seconds": int64(max(0, now.Sub(in.HeartbeatAt)).Seconds())})
+							"heartbeat_age_seconds": int64(max(0, now.Sub(in.HeartbeatAt)).Seconds())}
+						if sm := daemon.ParseInstanceState(in).SocketMode; sm != nil {
+							d["socket_mode"] = sm // as of its last heartbeat
+						}
+						running = append(running, d)
 					}
 					return json.NewEncoder(g.stdout).Encode(map[string]any{
 						"db": st.Location(), "engine": st.Engine(), "schema_version": s.SchemaVersion, "receipts": s.Receipts,
@@ -455,6 +471,9 @@ func statusCmd(g *globals) *cobra.Command {
 						label = "daemons"
 					}
 					fmt.Fprintf(w, "%s\t%s\n", label, daemon.DescribeInstance(in, now))
+					if sm := daemon.ParseInstanceState(in).SocketMode; sm != nil {
+						fmt.Fprintf(w, "\tsocket mode: %s (at its last heartbeat)\n", daemon.DescribeSocket(sm, now))
+					}
 				}
 				return w.Flush()
 			})
@@ -468,6 +487,7 @@ func outboxCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "outbox", Short: "Inspect, requeue and discard outbox rows"}
 	var status string
 	var limit int
+	var listJSON, showJSON bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List outbox rows, newest first",
@@ -481,6 +501,13 @@ func outboxCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if listJSON {
+					out := make([]map[string]any, 0, len(rows))
+					for _, r := range rows {
+						out = append(out, rowJSON(r))
+					}
+					return json.NewEncoder(g.stdout).Encode(out)
+				}
 				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "ID\tSTATUS\tEFFECT\tATTEMPTS\tCREATED\tKEY\tLAST ERROR")
 				for _, r := range rows {
@@ -493,6 +520,7 @@ func outboxCmd(g *globals) *cobra.Command {
 	}
 	list.Flags().StringVar(&status, "status", "", "only rows with this status: "+strings.Join(store.Statuses, ", "))
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many rows")
+	list.Flags().BoolVar(&listJSON, "json", false, "print a JSON array of rows (the fields of show --json, without payload and request)")
 
 	show := &cobra.Command{
 		Use:   "show ID",
@@ -513,6 +541,9 @@ func outboxCmd(g *globals) *cobra.Command {
 				}
 				if r.Status != store.StatusPending {
 					r.NextAttemptAt = time.Time{} // no sweep will attempt it: show none
+				}
+				if showJSON {
+					return showRowJSON(g.stdout, r)
 				}
 				t := func(v time.Time) string {
 					if v.IsZero() {
@@ -549,6 +580,7 @@ func outboxCmd(g *globals) *cobra.Command {
 		},
 	}
 
+	show.Flags().BoolVar(&showJSON, "json", false, "print JSON: the row's fields, its payload and its stored request (redacted as in the text)")
 	c.AddCommand(list, show,
 		parkedCmd(g, "retry", "Put parked rows back to pending with a fresh attempt budget",
 			"A redeliver row parked on 404 may already have run its listener (Bolt answers 404 when\n"+
@@ -639,6 +671,60 @@ func notParked(ctx context.Context, st store.Store, verb string, id int64) error
 		return fmt.Errorf("outbox %s: row %d is %s, not parked: it is already waiting for a sweep (attempts %d, next attempt %s)",
 			verb, id, r.Status, r.Attempts, r.NextAttemptAt.UTC().Format(time.DateTime))
 	}
+}
+
+// rowJSON is one row for outbox list --json and show --json: times are
+// RFC 3339 in UTC, or null when unset (next_attempt_at is null unless the
+// row is pending: no sweep will attempt it).
+func rowJSON(r store.Row) map[string]any {
+	t := func(v time.Time) any {
+		if v.IsZero() {
+			return nil
+		}
+		return v.UTC().Format(time.RFC3339Nano)
+	}
+	next := r.NextAttemptAt
+	if r.Status != store.StatusPending {
+		next = time.Time{}
+	}
+	var route string
+	var p sweep.Payload
+	if json.Unmarshal([]byte(r.Payload), &p) == nil {
+		route = p.Route
+	}
+	return map[string]any{"id": r.ID, "key": r.Key, "effect": r.Effect, "route": route, "status": r.Status, "attempts": r.Attempts,
+		"created_at": t(r.CreatedAt), "next_attempt_at": t(next), "lease_until": t(r.ClaimExpiresAt), "completed_at": t(r.CompletedAt),
+		"last_error": r.LastError, "result": r.Result, "request_id": r.RequestID}
+}
+
+// showRowJSON prints one row with its payload and stored request, both
+// redacted as the text form redacts them.
+func showRowJSON(w io.Writer, r store.Row) error {
+	out := rowJSON(r)
+	redacted := func(doc []byte) any {
+		var v any
+		if json.Unmarshal(doc, &v) != nil {
+			return string(doc)
+		}
+		redactSecrets(v)
+		return v
+	}
+	out["payload"] = redacted([]byte(r.Payload))
+	if r.RequestID != "" {
+		req := map[string]any{"stored": r.Request != nil}
+		if r.Request != nil {
+			var p sweep.Payload
+			_ = json.Unmarshal([]byte(r.Payload), &p)
+			req["content_type"], req["bytes"] = r.Request.ContentType, len(r.Request.Body)
+			if raw := sweep.RequestRaw(p.Source, r.Request); raw != nil {
+				req["body"] = redacted(raw)
+			}
+		}
+		out["request"] = req
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(out)
 }
 
 // lastError is a row's last error as the commands show it: a done row's is
@@ -772,12 +858,42 @@ func outcomeText(outcome, reason string) string {
 	}
 }
 
+// versionJSON prints the version as JSON for `ackd version --json`: the
+// version (main.version, or the module's), the VCS revision and whether
+// the tree was modified, and the Go toolchain, from the binary's build info.
+func versionJSON(w io.Writer) error {
+	out := map[string]any{"version": version, "revision": "", "modified": false, "go": runtime.Version(),
+		"os": runtime.GOOS, "arch": runtime.GOARCH}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if version == "" {
+			out["version"] = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				out["revision"] = s.Value
+			case "vcs.modified":
+				out["modified"] = s.Value == "true"
+			}
+		}
+	}
+	if out["version"] == "" {
+		out["version"] = "(devel)"
+	}
+	return json.NewEncoder(w).Encode(out)
+}
+
 func versionCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
+		Short: "Print the version (also: ackd --version)",
 		Args:  cobra.NoArgs,
 		Run: func(*cobra.Command, []string) {
+			if asJSON {
+				_ = versionJSON(g.stdout)
+				return
+			}
 			v, rev := version, ""
 			if bi, ok := debug.ReadBuildInfo(); ok {
 				if v == "" {
@@ -798,6 +914,8 @@ func versionCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(g.stdout, "ackd", v)
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON: version, revision, modified, go, os, arch")
+	return c
 }
 
 // printRedacted prints a JSON document indented, with redactSecrets applied;

@@ -2,12 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/internal/pgtest"
 )
 
@@ -214,5 +218,80 @@ func TestStartupLinesFitTheConfig(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Issue 25.7: ackd status shows each daemon's Socket Mode state (live
+// connections against the configured number, the last hello, reconnects)
+// as of its last heartbeat, in text and JSON; a real daemon against
+// fakeslack's Socket Mode server.
+func TestStatusShowsSocketMode(t *testing.T) {
+	t.Parallel()
+	const appToken = "xapp-1-A0ST-status-test"
+	api := fakeslack.New(t, "xoxb-status")
+	sock := api.SocketMode(t, appToken)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ackd.db")
+	cfg := procWriteConfig(t, dir, "ackd.toml", fmt.Sprintf(`
+[slack]
+api_url = %q
+
+[socket_mode]
+enabled     = true
+connections = 2
+
+[[route]]
+name   = "log"
+event  = "app_mention"
+effect = "log"
+`, api.URL()))
+	d := procServe(t, procServeOpts{Config: cfg, DB: db, Env: procEnv("SLACK_APP_TOKEN=" + appToken)})
+	if !sock.Wait(15*time.Second, func() bool { return len(sock.Open()) == 2 }) {
+		t.Fatalf("open connections %v, want 2", sock.Open())
+	}
+	type daemonJSON struct {
+		PID        int                 `json:"pid"`
+		SocketMode *daemon.SocketState `json:"socket_mode"`
+	}
+	var st struct {
+		Daemons []daemonJSON `json:"daemons"`
+	}
+	procWaitFor(t, "a heartbeat with both connections live", 30*time.Second, func() bool {
+		out := procMustRun(t, procEnv(), "status", "--json", "--db", db).Stdout
+		return json.Unmarshal([]byte(out), &st) == nil && len(st.Daemons) == 1 &&
+			st.Daemons[0].SocketMode != nil && st.Daemons[0].SocketMode.Connections == 2
+	})
+	sm := st.Daemons[0].SocketMode
+	if sm.Configured != 2 || sm.LastHelloAt.IsZero() || sm.Reconnects != 0 || sm.Stopped != "" {
+		t.Errorf("socket_mode = %+v", sm)
+	}
+	text := procMustRun(t, procEnv(), "status", "--db", db).Stdout
+	if !regexp.MustCompile(`socket mode: 2/2 connections, last hello \d+s ago, 0 reconnects \(at its last heartbeat\)`).MatchString(text) {
+		t.Errorf("status:\n%s", text)
+	}
+	d.stop()
+}
+
+// Issue 25.7: ackd version --json, and ackd --version printing what
+// ackd version prints.
+func TestVersionOutputs(t *testing.T) {
+	t.Parallel()
+	text := procMustRun(t, procEnv(), "version").Stdout
+	if flag := procMustRun(t, procEnv(), "--version").Stdout; flag != text || !strings.HasPrefix(text, "ackd ") {
+		t.Errorf("ackd --version printed %q, ackd version %q", flag, text)
+	}
+	var v map[string]any
+	out := procMustRun(t, procEnv(), "version", "--json").Stdout
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("version --json printed %q: %v", out, err)
+	}
+	if v["version"] == "" || v["version"] == nil || !strings.HasPrefix(fmt.Sprint(v["go"]), "go1.") || v["os"] == nil || v["arch"] == nil {
+		t.Errorf("version --json: %v", v)
+	}
+	if !strings.Contains(text, fmt.Sprint(v["version"])) {
+		t.Errorf("version --json says %v, the text %q", v["version"], text)
+	}
+	if r := procRun(t, procEnv()); r.Code != 0 || !strings.Contains(r.Stdout, "Usage:") {
+		t.Errorf("ackd alone: exit %d %q", r.Code, r.Stdout)
 	}
 }

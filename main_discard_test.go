@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -42,12 +43,35 @@ func testOutboxDiscard(t *testing.T, db string) {
 	}
 	first := id("EvDis0:fwd")
 
-	if r := ackd("outbox", "discard", first); r.Code != 0 || r.Stdout != "discarded row "+first+"\n" {
-		t.Fatalf("discard %s: exit %d, %q %q", first, r.Code, r.Stdout, r.Stderr)
+	// Issue 25.7: list --json and show --json.
+	var rows []map[string]any
+	if out := ackd("outbox", "list", "--json", "--status", "parked").Stdout; json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 3 {
+		t.Fatalf("outbox list --json: %q", out)
+	}
+	if r := rows[2]; fmt.Sprint(r["id"]) != first || r["key"] != "EvDis0:fwd" || r["status"] != "parked" || r["effect"] != "forward" ||
+		r["route"] != "fwd" || r["attempts"] != float64(1) || r["next_attempt_at"] != nil || r["created_at"] == nil || !strings.Contains(fmt.Sprint(r["last_error"]), "400") {
+		t.Errorf("outbox list --json, oldest row: %v", r)
+	}
+	var one map[string]any
+	if out := ackd("outbox", "show", "--json", first).Stdout; json.Unmarshal([]byte(out), &one) != nil {
+		t.Fatalf("outbox show --json: %q", out)
+	} else {
+		p, _ := one["payload"].(map[string]any)
+		req, _ := one["request"].(map[string]any)
+		body, _ := req["body"].(map[string]any)
+		if one["key"] != "EvDis0:fwd" || p["route"] != "fwd" || req["stored"] != true || body["event_id"] != "EvDis0" || body["token"] != "(redacted)" {
+			t.Errorf("outbox show --json: %s", out)
+		}
+	}
+	if r := ackd("outbox", "show", "--json", "99999"); r.Code == 0 || !strings.Contains(r.Stderr, "no outbox row 99999") {
+		t.Errorf("show --json of a missing row: exit %d %q", r.Code, r.Stderr)
 	}
 	// Issue 25.6: show prints the text as Slack sent it, not \u003c.
 	if show := ackd("outbox", "show", first).Stdout; !strings.Contains(show, `"text": "<@U1> x & y"`) || strings.Contains(show, `\u003c`) {
 		t.Errorf("outbox show escapes the text:\n%s", show)
+	}
+	if r := ackd("outbox", "discard", first); r.Code != 0 || r.Stdout != "discarded row "+first+"\n" {
+		t.Fatalf("discard %s: exit %d, %q %q", first, r.Code, r.Stdout, r.Stderr)
 	}
 	if r := ackd("outbox", "discard", first); r.Code == 0 || !strings.Contains(r.Stderr, "row "+first+" was discarded") {
 		t.Errorf("discard of a discarded row: exit %d, stderr %q", r.Code, r.Stderr)

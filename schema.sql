@@ -161,6 +161,10 @@ ALTER TABLE outbox ADD COLUMN claim_lease_ms INTEGER;
 
 -- migrate: 6
 
+-- What each running daemon says about itself at its heartbeat (JSON: its
+-- Socket Mode connections, last hello, reconnects), for `ackd status`.
+ALTER TABLE ackd_instances ADD COLUMN state TEXT;
+
 -- A fourth status, 'discarded': an operator gave up on a parked row (`ackd
 -- outbox discard`). It is never performed again, stays for the audit trail
 -- with completed_at the time of the discard, and is pruned on the done rows'

@@ -154,4 +154,8 @@ type Instance struct {
 	Listen      string
 	StartedAt   time.Time
 	HeartbeatAt time.Time // set by the store on Heartbeat
+	// State is what the daemon says about itself (JSON, e.g. its Socket
+	// Mode connections), refreshed by each Heartbeat; "" when it says
+	// nothing. The store keeps it as it is.
+	State string
 }

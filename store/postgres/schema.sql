@@ -155,6 +155,10 @@ ALTER TABLE outbox ADD COLUMN claim_lease_ms bigint;
 
 -- migrate: 5
 
+-- What each running daemon says about itself at its heartbeat (JSON: its
+-- Socket Mode connections, last hello, reconnects), for `ackd status`.
+ALTER TABLE ackd_instances ADD COLUMN state text;
+
 -- A fourth status, 'discarded': an operator gave up on a parked row (`ackd
 -- outbox discard`). It is never performed again, stays for the audit trail
 -- with completed_at the time of the discard, and is pruned on the done rows'

@@ -1234,6 +1234,28 @@ func testInspect(t *testing.T, newDB NewDB) {
 }
 
 func testInstances(t *testing.T, newDB NewDB) {
+	t.Run("a heartbeat carries the daemon's state, refreshed each time; none reads back empty", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		in := store.Instance{ID: "a", PID: 10, Host: "vm1", Listen: "127.0.0.1:3000", StartedAt: time.UnixMilli(1_700_000_000_000)}
+		state := func() string {
+			t.Helper()
+			ins, err := s.Instances(ctx, time.Hour)
+			if err != nil || len(ins) != 1 {
+				t.Fatalf("instances %v, %v", ins, err)
+			}
+			return ins[0].State
+		}
+		for _, want := range []string{"", `{"socket_mode":{"connections":2}}`, `{"socket_mode":{"connections":1}}`, ""} {
+			in.State = want
+			if err := s.Heartbeat(ctx, in); err != nil {
+				t.Fatal(err)
+			}
+			if got := state(); got != want {
+				t.Fatalf("state read back %q, want %q", got, want)
+			}
+		}
+	})
+
 	t.Run("a heartbeat lists an instance while fresh; stale ones are not listed, retired ones gone, day-old ones deleted", func(t *testing.T) {
 		db := newDB(t)
 		s := db.Open(t, store.Options{})
