@@ -138,7 +138,10 @@ func newSocketIngress(s *Server) *socketIngress {
 	s.metrics.reg.MustRegister(si.envelopes, si.replaced, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ackd_socket_connections",
 		Help: "Socket Mode connections open and live (hello received, not closing).",
-	}, func() float64 { return float64(si.live.Load()) }))
+	}, func() float64 { return float64(si.live.Load()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ackd_socket_connections_configured",
+		Help: "Socket Mode connections this daemon means to hold ([socket_mode] connections).",
+	}, func() float64 { return float64(si.cfg.Connections) }))
 	return si
 }
 
