@@ -172,6 +172,15 @@ ALTER TABLE ackd_instances ADD COLUMN state TEXT;
 -- (https://sqlite.org/lang_altertable.html#otheralter): a new table with the
 -- wider CHECK, every row copied with its id, the AUTOINCREMENT counter
 -- carried over (ids are never reused), the indexes and views made again.
+-- The copy below names the 15 columns the outbox has after migration 5. A
+-- column added by a migration between that one and this one would be lost
+-- by the copy: this guard stops the migration instead (nothing is changed),
+-- and the rebuild must then name that column too.
+CREATE TEMP TABLE outbox_rebuild_knows_every_column (
+  columns INTEGER CONSTRAINT outbox_rebuild_knows_every_column CHECK (columns = 15)
+);
+INSERT INTO outbox_rebuild_knows_every_column SELECT count(*) FROM pragma_table_info('outbox');
+DROP TABLE outbox_rebuild_knows_every_column;
 DROP VIEW outbox_readable;
 DROP VIEW queue_summary;
 DROP VIEW parked;

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -538,5 +539,34 @@ func TestDiscardedMigrationKeepsRowsAndIDs(t *testing.T) {
 	}
 	if v, err := s2.IntegrityCheck(context.Background()); err != nil || v != "ok" {
 		t.Fatalf("integrity_check = %q, %v", v, err)
+	}
+}
+
+// The rebuild refuses to run, changing nothing, on an outbox with a column
+// it does not copy (one added by a migration numbered before it).
+func TestDiscardedMigrationRefusesUnknownColumns(t *testing.T) {
+	full := schema(t)
+	at := strings.Index(full, "CREATE TABLE outbox_new")
+	cut := strings.LastIndex(full[:at], "-- migrate: ")
+	extra, _ := withNextMigration(full[:cut], "ALTER TABLE outbox ADD COLUMN team TEXT;")
+	rest := full[cut:]
+	n := strings.Count(extra, "\n-- migrate: ") + 1 // the rebuild's number in this schema
+	rest = regexp.MustCompile(`(?m)^-- migrate: \d+`).ReplaceAllStringFunc(rest, func(string) string {
+		n++
+		return fmt.Sprintf("-- migrate: %d", n-1)
+	})
+	path := filepath.Join(t.TempDir(), "ackd.db")
+	s, err := sqlite.Open(context.Background(), path, store.Options{Schema: extra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRecord(t, s, intent("Ev1", "a"))
+	s.Close()
+	_, err = sqlite.Open(context.Background(), path, store.Options{Schema: extra + rest})
+	if err == nil || !strings.Contains(err.Error(), "outbox_rebuild_knows_every_column") {
+		t.Fatalf("open with a rebuild that would drop a column: %v", err)
+	}
+	if n := count(t, rawDB(t, path), `SELECT count(*) FROM outbox WHERE team IS NULL`); n != 1 {
+		t.Fatalf("outbox rows with the extra column after the refused migration: %d, want 1", n)
 	}
 }
