@@ -401,7 +401,7 @@ func parkedWhere(f store.ParkedFilter) (string, []any) {
 		where += ` AND effect = ` + arg(f.Effect)
 	}
 	if f.Route != "" {
-		where += ` AND payload::jsonb->>'route' = ` + arg(f.Route)
+		where += ` AND ackd_payload_route(payload) = ` + arg(f.Route)
 	}
 	if f.OlderThan > 0 {
 		where += ` AND created_at < clock.now - ` + arg(f.OlderThan.Milliseconds()) + `::bigint`

@@ -168,6 +168,12 @@ ALTER TABLE outbox ADD CONSTRAINT outbox_status_check
   CHECK (status IN ('pending', 'done', 'parked', 'discarded'));
 -- Serves pruning of discarded rows.
 CREATE INDEX outbox_discarded ON outbox (completed_at) WHERE status = 'discarded';
+-- The route that made a row (its payload's "route"), or NULL when the
+-- payload is not JSON (a row parked because it could not be decoded):
+-- `outbox retry|discard --route` must not fail on such a row.
+CREATE FUNCTION ackd_payload_route(payload text) RETURNS text
+  LANGUAGE plpgsql IMMUTABLE
+  AS $$ BEGIN RETURN payload::jsonb->>'route'; EXCEPTION WHEN others THEN RETURN NULL; END $$;
 -- A parked, done or discarded row has no next attempt: the view shows none.
 CREATE OR REPLACE VIEW outbox_readable AS
 SELECT id,

@@ -477,7 +477,9 @@ func (s *Store) parkedWhere(f store.ParkedFilter) (string, []any) {
 		args = append(args, f.Effect)
 	}
 	if f.Route != "" {
-		where += ` AND json_extract(payload, '$.route') = ?`
+		// json_valid first: a payload that is not JSON (a row parked
+		// because it could not be decoded) must not fail the statement.
+		where += ` AND CASE WHEN json_valid(payload) THEN json_extract(payload, '$.route') END = ?`
 		args = append(args, f.Route)
 	}
 	if f.OlderThan > 0 {

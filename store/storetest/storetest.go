@@ -1068,6 +1068,26 @@ func testDiscard(t *testing.T, newDB NewDB) {
 		}
 	})
 
+	t.Run("a parked row whose payload is not JSON matches no route and breaks no filter", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		mustRecord(t, s, store.Intent{EventID: "EvBad", EventType: "app_mention",
+			Rows: []store.NewRow{{Key: "EvBad:x", Effect: "log", Payload: "{not json"}}})
+		row := claimOne(t, s, "A")
+		if res, err := s.Fail(ctx, row.ID, "A", store.FailPermanent, "payload does not decode", 0); err != nil || !res.Held {
+			t.Fatal(res, err)
+		}
+		parkAll(t, s, "EvGood", "a")
+		if n, err := s.DiscardParked(ctx, store.ParkedFilter{Route: "a"}); err != nil || n != 1 {
+			t.Fatalf("discard --route a = %d, %v; want 1", n, err)
+		}
+		if n, err := s.RequeueParked(ctx, store.ParkedFilter{Route: "x"}); err != nil || n != 0 {
+			t.Fatalf("requeue --route x = %d, %v; want 0", n, err)
+		}
+		if n, err := s.DiscardParked(ctx, store.ParkedFilter{Effect: "log"}); err != nil || n != 1 {
+			t.Fatalf("discard --effect log = %d, %v; want the undecodable row", n, err)
+		}
+	})
+
 	t.Run("discarded rows are pruned on the done retention, counted apart", func(t *testing.T) {
 		db := newDB(t)
 		s := db.Open(t, store.Options{})
