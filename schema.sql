@@ -250,7 +250,7 @@ CREATE VIEW parked AS
 SELECT id,
        idempotency_key,
        effect,
-       json_extract(payload, '$.route') AS route,
+       CASE WHEN json_valid(payload) THEN json_extract(payload, '$.route') END AS route,
        attempts,
        strftime('%Y-%m-%d %H:%M:%S', created_at / 1000.0, 'unixepoch') AS created,
        last_error

@@ -534,6 +534,15 @@ func TestDiscardedMigrationKeepsRowsAndIDs(t *testing.T) {
 	if n := count(t, db, `SELECT max(id) FROM outbox`); n != 4 {
 		t.Fatalf("the new row got id %d, want 4 (id 3 was used before)", n)
 	}
+	if _, err := db.Exec(`UPDATE outbox SET payload = '{not json', status = 'parked' WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT count(*) FROM parked WHERE route IS NULL`); n != 1 { // a payload that is not JSON does not break the view
+		t.Fatalf("parked view over an undecodable payload: %d rows", n)
+	}
+	if _, err := db.Exec(`UPDATE outbox SET status = 'done' WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
 	if n := count(t, db, `SELECT count(*) FROM parked`); n != 0 {
 		t.Fatalf("parked view: %d rows", n)
 	}
