@@ -78,14 +78,16 @@ func monitoringExprs(tb testing.TB) (dashboard, rules []string) {
 func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	// Socket Mode too (fakeslack's), so that its families exist: the
-	// dashboard and the rules use them.
+	// With [oauth] and Socket Mode (fakeslack's), so that their metrics are
+	// exported too: the dashboard and the rules use them.
 	const appToken = "xapp-1-A0MON-monitoring"
 	api := fakeslack.New(t, "xoxb-mon")
 	sock := api.SocketMode(t, appToken)
-	cfg := procWriteConfig(t, dir, "ackd.toml", fmt.Sprintf("[slack]\napi_url = %q\n[socket_mode]\nenabled = true\nconnections = 1\n"+
-		"[[route]]\nname = \"log\"\nevent = \"app_mention\"\neffect = \"log\"\n", api.URL()))
-	d := procServe(t, procServeOpts{Config: cfg, DB: filepath.Join(dir, "ackd.db"), Env: procEnv("SLACK_APP_TOKEN=" + appToken)})
+	cfg := procWriteConfig(t, dir, "ackd.toml", "[oauth]\nclient_id = \"1.2\"\nscopes = [\"chat:write\"]\nredirect_url = \"https://ackd.example/slack/oauth_redirect\"\n\n"+
+		fmt.Sprintf("[slack]\napi_url = %q\n[socket_mode]\nenabled = true\nconnections = 1\n", api.URL())+
+		"[[route]]\nname = \"log\"\nevent = \"app_mention\"\neffect = \"log\"\n")
+	d := procServe(t, procServeOpts{Config: cfg, DB: filepath.Join(dir, "ackd.db"),
+		Env: procEnv("SLACK_CLIENT_SECRET=client-secret", "ACKD_TOKEN_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "SLACK_APP_TOKEN="+appToken)})
 	// One request and one effect, so that the labelled families exist, and
 	// one Socket Mode refresh (a reconnect).
 	d.mustPostEvent(procMention("EvMon1", "hi"))

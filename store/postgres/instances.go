@@ -20,10 +20,10 @@ func (s *Store) Heartbeat(ctx context.Context, in store.Instance) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		off := s.offset.Load()
 		if _, err := tx.Exec(ctx, `WITH `+clockCTE+`
-			INSERT INTO ackd_instances (instance_id, pid, host, listen, started_at, heartbeat_at, state)
-			SELECT $2, $3, $4, $5, $6, now, NULLIF($7, '') FROM clock
-			ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, state = excluded.state`,
-			off, in.ID, in.PID, in.Host, in.Listen, in.StartedAt.UnixMilli(), in.State); err != nil {
+			INSERT INTO ackd_instances (instance_id, pid, host, listen, started_at, heartbeat_at, effects, state)
+			SELECT $2, $3, $4, $5, $6, now, $7, NULLIF($8, '') FROM clock
+			ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, effects = excluded.effects, state = excluded.state`,
+			off, in.ID, in.PID, in.Host, in.Listen, in.StartedAt.UnixMilli(), store.JoinPerforms(in.Performs), in.State); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `WITH `+clockCTE+`
@@ -40,8 +40,19 @@ func (s *Store) Heartbeat(ctx context.Context, in store.Instance) error {
 // Instances returns the instances whose heartbeat is at most fresh old on
 // the database's clock, oldest start first.
 func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]store.Instance, error) {
+	// A read-only store may have opened a schema from before the effects
+	// column (Options.MinSchema): it reads NULL in its place.
+	effects := "effects"
+	if !s.instanceEffects {
+		effects = "NULL::text"
+	}
+	// Likewise the state column (ackd status on a schema before it).
+	state := "coalesce(state, '')"
+	if !s.instanceState {
+		state = "''::text"
+	}
 	res, err := s.pool.Query(ctx, `WITH `+clockCTE+`
-		SELECT instance_id, pid, host, listen, started_at, heartbeat_at, coalesce(state, '') FROM ackd_instances, clock
+		SELECT instance_id, pid, host, listen, started_at, heartbeat_at, `+effects+`, `+state+` FROM ackd_instances, clock
 		 WHERE heartbeat_at >= clock.now - $2::bigint ORDER BY started_at, instance_id`,
 		s.offset.Load(), fresh.Milliseconds())
 	if err != nil {
@@ -52,10 +63,14 @@ func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]store.Ins
 	for res.Next() {
 		var in store.Instance
 		var started, beat int64
-		if err := res.Scan(&in.ID, &in.PID, &in.Host, &in.Listen, &started, &beat, &in.State); err != nil {
+		var performs *string
+		if err := res.Scan(&in.ID, &in.PID, &in.Host, &in.Listen, &started, &beat, &performs, &in.State); err != nil {
 			return nil, fmt.Errorf("instances: %w", err)
 		}
 		in.StartedAt, in.HeartbeatAt = time.UnixMilli(started), time.UnixMilli(beat)
+		if performs != nil {
+			in.Performs = store.SplitPerforms(*performs, true)
+		}
 		out = append(out, in)
 	}
 	if err := res.Err(); err != nil {
