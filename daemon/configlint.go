@@ -110,7 +110,7 @@ func tomlFields(t reflect.Type) (names []string, types map[string]reflect.Type) 
 			continue
 		}
 		names = append(names, name)
-		types[name] = f.Type
+		types[name] = deref(f.Type)
 	}
 	return names, types
 }
@@ -148,6 +148,18 @@ func walkKey(t reflect.Type, path []string, in string) (reflect.Type, error) {
 }
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// deref is t without its pointers (an optional section, *OAuthConfig, is
+// written like OAuthConfig), and a slice of pointers like a slice of values.
+func deref(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Pointer {
+		return reflect.SliceOf(deref(t.Elem()))
+	}
+	return t
+}
 
 // expected says in words what a value of type t looks like.
 func expected(t reflect.Type) string {
