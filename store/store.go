@@ -125,6 +125,12 @@ type Store interface {
 	// Retire deletes instance id's row (a clean shutdown).
 	Retire(ctx context.Context, id string) error
 
+	// Catch-up's marks and recovered messages (see marks.go).
+	MarkStore
+
+	// Catch-up's marks and recovered messages (see marks.go).
+	MarkStore
+
 	// Now is the clock the store stamps rows with.
 	Now() time.Time
 	// Engine names the engine ("sqlite", "postgres"); Location says where

@@ -152,3 +152,35 @@ CREATE INDEX outbox_request_id ON outbox (request_id) WHERE request_id IS NOT NU
 -- expired; judging by the row's own length, not the claimer's, keeps a
 -- replica with a shorter [sweep] lease from taking a live longer lease.
 ALTER TABLE outbox ADD COLUMN claim_lease_ms bigint;
+
+-- migrate: 5
+
+-- Catch-up's position per channel (package catchup): the newest message ts
+-- known to be recorded, moved forward by live message events and by
+-- catch-up, never back. Slack's ts ("1700000000.000100") is kept as text
+-- (COLLATE "C", which orders it by time). resume_from is set while a
+-- catch-up from the mark is under way: every message up to it is recorded,
+-- so a catch-up cut short resumes there. Slack's cursors are not kept.
+CREATE TABLE catchup_marks (
+  channel     text COLLATE "C" PRIMARY KEY,
+  ts          text COLLATE "C" NOT NULL,
+  resume_from text COLLATE "C",
+  updated_at  bigint NOT NULL   -- the database's clock
+);
+
+CREATE VIEW catchup_marks_readable AS
+SELECT channel,
+       ts,
+       to_timestamp(substr(ts, 1, 10)::bigint) AT TIME ZONE 'UTC' AS mark_time,
+       extract(epoch FROM now())::bigint - substr(ts, 1, 10)::bigint AS lag_seconds,
+       resume_from,
+       to_timestamp(updated_at / 1000.0) AT TIME ZONE 'UTC' AS updated
+  FROM catchup_marks;
+
+CREATE VIEW recovered_summary AS
+SELECT split_part(event_id, ':', 1) AS kind,
+       count(*) AS receipts,
+       to_timestamp(max(received_at) / 1000.0) AT TIME ZONE 'UTC' AS newest
+  FROM slack_event_receipts
+ WHERE (event_id >= 'msg:' AND event_id < 'msg;') OR (event_id >= 'mention:' AND event_id < 'mention;')
+ GROUP BY 1;
