@@ -53,6 +53,7 @@ type Config struct {
 	Commands  CommandsConfig  `toml:"commands"`
 	Socket    SocketConfig    `toml:"socket_mode"`
 	Metrics   MetricsConfig   `toml:"metrics"`
+	Backfill  BackfillConfig  `toml:"backfill"`
 	Routes    []Route         `toml:"route"`
 
 	// Source names where the config came from ("built-in defaults" or a path).
@@ -99,6 +100,25 @@ type FilterConfig struct {
 	Channels   []string `toml:"channels"`
 	Subtypes   []string `toml:"subtypes"`
 	IgnoreBots bool     `toml:"ignore_bots"`
+}
+
+// BackfillConfig is catch-up (package catchup): messages Slack never
+// delivered, recovered from channel history (see backfill.go).
+type BackfillConfig struct {
+	// Channels to catch up; empty: every channel named by the channel
+	// filter of a message or app_mention route (BackfillChannels).
+	Channels []string `toml:"channels"`
+	// OnStart: after serve starts, catch up each channel from its mark.
+	OnStart bool `toml:"on_start"`
+	// MaxAge: never read further back than this.
+	MaxAge Duration `toml:"max_age"`
+	// Rate: calls a minute to conversations.history and .replies together.
+	Rate int `toml:"rate"`
+	// Limit: messages asked for per page (Slack: at most 999; 15 for new
+	// installs of apps distributed outside the Marketplace).
+	Limit int `toml:"limit"`
+	// Replies: read threads whose latest_reply is after the mark.
+	Replies bool `toml:"replies"`
 }
 
 // CommandsConfig holds slash-command answers.
@@ -194,7 +214,9 @@ func Default() Config {
 			UnhandledText: "This command is not handled here.",
 			FailedText:    "Sorry, that could not be recorded. Please try again.",
 		},
-		Socket:  SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
+		Socket: SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
+		Backfill: BackfillConfig{OnStart: true, MaxAge: Duration{24 * time.Hour}, Rate: 20, Limit: 200,
+			Replies: true},
 		Routes:  []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
 		Source:  "built-in defaults",
 		Builtin: true,
@@ -332,6 +354,8 @@ func (c *Config) Validate() error {
 	if c.Retention.Receipts.Duration < 10*time.Minute {
 		bad("retention.receipts: %s is shorter than Slack's retry window (about 6 minutes)", c.Retention.Receipts.Duration)
 	}
+
+	errs = append(errs, c.validateBackfill()...)
 
 	seen := map[string]int{}
 	for i := range c.Routes {

@@ -26,7 +26,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
 )
@@ -81,6 +81,11 @@ type Server struct {
 	bodies  *bodyBudget
 	metrics *metrics
 	socket  *socketIngress // nil unless [socket_mode] enabled
+	marks   *markTracker   // nil unless catch-up has channels
+	// budget is this process's one pace of calls to Slack's history
+	// methods ([backfill] rate), shared by catch-up and anything else
+	// that reads history.
+	budget *slackrate.Budget
 
 	ln   net.Listener
 	http *http.Server
@@ -134,14 +139,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 	// the secret leaves them alone instead of sending them unsigned; and
 	// whether a route is performed from the stored request is decided once
 	// here, not on every ack.
-	cfg.Routes = slices.Clone(cfg.Routes)
-	for i := range cfg.Routes {
-		r := &cfg.Routes[i]
-		r.signed = r.Effect == "forward" && opts.Secrets.ForwardSecret != ""
-		r.fromRequest = r.needsRequest()
-	}
+	cfg.Routes = prepareRoutes(cfg.Routes, opts.Secrets)
 	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
-		bodies: newBodyBudget(opts.BodyBudget), kick: make(chan struct{}, 1)}
+		bodies: newBodyBudget(opts.BodyBudget), kick: make(chan struct{}, 1),
+		budget: slackrate.New(cfg.Backfill.Rate)}
+	if ch := cfg.BackfillChannels(); len(ch) > 0 {
+		s.marks = newMarkTracker(ch)
+	}
 	if opts.Secrets.SigningSecret != "" {
 		// Without a signing secret (Socket Mode alone) the HTTP Slack
 		// routes are not served at all.
@@ -284,6 +288,12 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	s.goLoop(s.immediateLoop)
 	s.goLoop(s.pruneLoop)
 	s.goLoop(s.heartbeatLoop)
+	if s.marks != nil {
+		s.goLoop(s.markLoop)
+		if s.cfg.Backfill.OnStart {
+			s.goLoop(s.catchUpOnStart)
+		}
+	}
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
 	}
