@@ -128,7 +128,9 @@ func (m *metrics) Swept(took time.Duration, _ sweep.Result, err error) {
 }
 
 // Messages implements catchup.Observer.
-func (m *metrics) Messages(outcome string, n int) { m.recovered.WithLabelValues(outcome).Add(float64(n)) }
+func (m *metrics) Messages(outcome string, n int) {
+	m.recovered.WithLabelValues(outcome).Add(float64(n))
+}
 
 // Waited implements catchup.Observer.
 func (m *metrics) Waited(method, reason string, d time.Duration) {
