@@ -29,7 +29,7 @@ const (
 	maxBackfillLimit = 999  // Slack's maximum page size
 )
 
-var channelID = regexp.MustCompile(`^[CGD][A-Z0-9]{2,}$`)
+var channelID = regexp.MustCompile(`^[CGD][A-Z0-9]+$`)
 
 // BackfillChannels is the channels catch-up reads: backfill.channels, or
 // else every channel named by the channel filter of a route that takes
