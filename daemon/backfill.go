@@ -170,7 +170,12 @@ func mentions(text, user string) bool {
 func recoveredBody(m catchup.Message, typ, eventID string) ([]byte, error) {
 	var ev map[string]any
 	if err := json.Unmarshal(m.Raw, &ev); err != nil || ev == nil {
-		ev = map[string]any{"ts": m.TS, "text": m.Text, "user": m.User}
+		ev = map[string]any{"ts": m.TS, "text": m.Text}
+		for k, v := range map[string]string{"user": m.User, "bot_id": m.BotID, "subtype": m.Subtype, "thread_ts": m.ThreadTS} {
+			if v != "" {
+				ev[k] = v
+			}
+		}
 	}
 	ev["type"], ev["channel"], ev["event_ts"] = typ, m.Channel, m.TS
 	if typ == "app_mention" {
