@@ -106,7 +106,9 @@ effect = "log"
 		cancel()
 		caughtUp := <-done
 		slices.Sort(lat)
-		pct := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000 }
+		pct := func(p float64) float64 {
+			return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+		}
 		b.ReportMetric(pct(0.50), "p50_ms")
 		b.ReportMetric(pct(0.99), "p99_ms")
 		if background {
