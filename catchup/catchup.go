@@ -235,9 +235,18 @@ func (c *CatchUp) channel(ctx context.Context, team, botUser, ch string, since t
 	}()
 
 	resume := false
+	// A run from a given time moves the mark only if it read from the mark
+	// or before: otherwise the messages between them are still unread.
+	moveMark := true
 	switch {
 	case !since.IsZero():
 		p.From = store.TimeTS(since)
+		m, ok, err := c.mark(ctx, ch)
+		if err != nil {
+			p.Err = err
+			return p
+		}
+		moveMark = !ok || p.From <= m.TS
 	case c.cfg.DryRun:
 		m, ok, err := c.mark(ctx, ch)
 		if err != nil {
@@ -320,12 +329,12 @@ func (c *CatchUp) channel(ctx context.Context, team, botUser, ch string, since t
 	slices.SortFunc(items, func(a, b Message) int { return strings.Compare(a.TS, b.TS) })
 	p.Messages = len(items)
 	for _, m := range items {
-		if err := c.record(ctx, &p, m, botUser, resume); err != nil {
+		if err := c.record(ctx, &p, m, botUser, resume, moveMark); err != nil {
 			p.Err = err
 			return p
 		}
 	}
-	if c.cfg.DryRun {
+	if c.cfg.DryRun || !moveMark {
 		return p
 	}
 	// Read to the end: everything before `end` is recorded.
@@ -357,7 +366,7 @@ func (c *CatchUp) mark(ctx context.Context, ch string) (store.Mark, bool, error)
 
 // record records one message (or, in a dry run, finds out what recording
 // it would do).
-func (c *CatchUp) record(ctx context.Context, p *Progress, m Message, botUser string, resume bool) error {
+func (c *CatchUp) record(ctx context.Context, p *Progress, m Message, botUser string, resume, moveMark bool) error {
 	intents, _, err := c.cfg.Translate(m, botUser)
 	if err != nil {
 		return fmt.Errorf("message %s: %w", m.TS, err)
@@ -377,7 +386,7 @@ func (c *CatchUp) record(ctx context.Context, p *Progress, m Message, botUser st
 			}
 		}
 	} else {
-		n, err := c.cfg.Store.RecordRecovered(ctx, store.Recovered{Intents: intents, Channel: m.Channel, TS: m.TS, Resume: resume})
+		n, err := c.cfg.Store.RecordRecovered(ctx, store.Recovered{Intents: intents, Channel: m.Channel, TS: m.TS, Resume: resume, NoMark: !moveMark})
 		if err != nil {
 			return err
 		}

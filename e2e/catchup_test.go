@@ -434,6 +434,36 @@ func TestBackfillCommandBesideADaemon(t *testing.T) {
 	reacts, posts := e.effects()
 	checkOnce(t, o, nil, reacts, posts, 0)
 
+	t.Run("status shows the marks, their lag and what catch-up recovered", func(t *testing.T) {
+		cmd := exec.Command(ackdBin, "status", "--json", "--config", e.config)
+		cmd.Env = e.env
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			Recovered int `json:"recovered"`
+			Marks     []struct {
+				Channel string `json:"channel"`
+				TS      string `json:"ts"`
+				Lag     *int   `json:"lag_seconds"`
+			} `json:"marks"`
+		}
+		if err := json.Unmarshal(out, &st); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		// 56 message intents and 2 mention intents, both of their own kind.
+		if st.Recovered != 2*28+2 || len(st.Marks) != 2 || st.Marks[0].Channel != "C0CU1" || st.Marks[0].Lag == nil || st.Marks[0].TS == "" {
+			t.Fatalf("status --json: %s", out)
+		}
+		cmd = exec.Command(ackdBin, "status", "--config", e.config)
+		cmd.Env = e.env
+		text, err := cmd.Output()
+		if err != nil || !strings.Contains(string(text), "marks") || !strings.Contains(string(text), "C0CU2 ") || !strings.Contains(string(text), "lag ") {
+			t.Fatalf("status: %v\n%s", err, text)
+		}
+	})
+
 	t.Run("missing_scope: the line names the scope and the exit status says it did not finish", func(t *testing.T) {
 		e.slack.Script("conversations.history", fakeslack.MissingScope("groups:history"))
 		_, out, err := e.backfill("--since", "10m", "--channel", "C0CU1")

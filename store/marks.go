@@ -34,8 +34,11 @@ type Recovered struct {
 	// of whose rows are new gets its receipt (and its Request) written, so
 	// receipts count messages catch-up acted on, not ones it found done.
 	Intents []Intent
-	// Channel and TS advance the channel's mark (never back).
+	// Channel and TS advance the channel's mark (never back), unless
+	// NoMark: a caller that did not read from the mark (a backfill from a
+	// later time) must not move it past messages it never read.
 	Channel, TS string
+	NoMark      bool
 	// Resume also advances the channel's resume point, when one is set:
 	// the caller has recorded every message of the channel up to TS since
 	// it began (a catch-up from the mark, oldest first).

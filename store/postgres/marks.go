@@ -64,8 +64,10 @@ func (s *Store) RecordRecovered(ctx context.Context, rec store.Recovered) (int, 
 				}
 			}
 		}
-		if _, err := tx.Exec(ctx, advanceMark, off, rec.Channel, rec.TS); err != nil {
-			return fmt.Errorf("advance mark: %w", err)
+		if !rec.NoMark {
+			if _, err := tx.Exec(ctx, advanceMark, off, rec.Channel, rec.TS); err != nil {
+				return fmt.Errorf("advance mark: %w", err)
+			}
 		}
 		if rec.Resume {
 			if _, err := tx.Exec(ctx, advanceResume, off, rec.Channel, rec.TS); err != nil {

@@ -64,8 +64,10 @@ func (s *Store) RecordRecovered(ctx context.Context, rec store.Recovered) (int, 
 				}
 			}
 		}
-		if _, err := tx.ExecContext(ctx, advanceMarkSQL, rec.Channel, rec.TS, now); err != nil {
-			return fmt.Errorf("advance mark: %w", err)
+		if !rec.NoMark {
+			if _, err := tx.ExecContext(ctx, advanceMarkSQL, rec.Channel, rec.TS, now); err != nil {
+				return fmt.Errorf("advance mark: %w", err)
+			}
 		}
 		if rec.Resume {
 			if _, err := tx.ExecContext(ctx, advanceResumeSQL, rec.Channel, rec.TS, now); err != nil {
