@@ -83,6 +83,7 @@ type Config struct {
 	APIURL    string        // Web API base; empty = Slack's
 	BotUserID string        // empty: auth.test's user_id
 	DryRun    bool          // record nothing; count what would be recorded
+	Batch     int           // messages recorded per transaction (default 50)
 
 	Budget     *slackrate.Budget // shared pace; nil: one of 20 calls a minute
 	Translate  Translate
@@ -168,6 +169,9 @@ func New(cfg Config) (*CatchUp, error) {
 	}
 	if cfg.Limit <= 0 {
 		cfg.Limit = 200
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 50
 	}
 	if cfg.Budget == nil {
 		cfg.Budget = slackrate.New(20)
@@ -328,11 +332,13 @@ func (c *CatchUp) channel(ctx context.Context, team, botUser, ch string, since t
 	}
 	slices.SortFunc(items, func(a, b Message) int { return strings.Compare(a.TS, b.TS) })
 	p.Messages = len(items)
-	for _, m := range items {
-		if err := c.record(ctx, &p, m, botUser, resume, moveMark); err != nil {
+	for start := 0; start < len(items); start += c.cfg.Batch {
+		batch := items[start:min(start+c.cfg.Batch, len(items))]
+		if err := c.record(ctx, &p, batch, botUser, resume, moveMark); err != nil {
 			p.Err = err
 			return p
 		}
+		c.progress(p)
 	}
 	if c.cfg.DryRun || !moveMark {
 		return p
@@ -364,21 +370,24 @@ func (c *CatchUp) mark(ctx context.Context, ch string) (store.Mark, bool, error)
 	return store.Mark{}, false, nil
 }
 
-// record records one message (or, in a dry run, finds out what recording
-// it would do).
-func (c *CatchUp) record(ctx context.Context, p *Progress, m Message, botUser string, resume, moveMark bool) error {
-	intents, _, err := c.cfg.Translate(m, botUser)
-	if err != nil {
-		return fmt.Errorf("message %s: %w", m.TS, err)
+// record records some messages in one transaction (or, in a dry run,
+// finds out what recording them would do).
+func (c *CatchUp) record(ctx context.Context, p *Progress, msgs []Message, botUser string, resume, moveMark bool) error {
+	recs := make([]store.Recovered, len(msgs))
+	for i, m := range msgs {
+		intents, _, err := c.cfg.Translate(m, botUser)
+		if err != nil {
+			return fmt.Errorf("message %s: %w", m.TS, err)
+		}
+		recs[i] = store.Recovered{Intents: intents, Channel: m.Channel, TS: m.TS, Resume: resume, NoMark: !moveMark}
 	}
-	outcome := OutcomeFiltered
+	rows := make([]int, len(recs))
 	if c.cfg.DryRun {
-		if len(intents) > 0 {
-			outcome = OutcomeDuplicate
-			for _, in := range intents {
+		for i, rec := range recs {
+			for _, in := range rec.Intents {
 				for _, r := range in.Rows {
 					if _, err := c.cfg.Store.GetByKey(ctx, r.Key); errors.Is(err, store.ErrNotFound) {
-						outcome = OutcomeRecorded
+						rows[i]++
 					} else if err != nil {
 						return err
 					}
@@ -386,27 +395,29 @@ func (c *CatchUp) record(ctx context.Context, p *Progress, m Message, botUser st
 			}
 		}
 	} else {
-		n, err := c.cfg.Store.RecordRecovered(ctx, store.Recovered{Intents: intents, Channel: m.Channel, TS: m.TS, Resume: resume, NoMark: !moveMark})
-		if err != nil {
+		var err error
+		if rows, err = c.cfg.Store.RecordRecovered(ctx, recs); err != nil {
 			return err
 		}
+	}
+	counts := map[string]int{}
+	for i, rec := range recs {
 		switch {
-		case n > 0:
-			outcome = OutcomeRecorded
-		case len(intents) > 0:
-			outcome = OutcomeDuplicate
+		case rows[i] > 0:
+			p.Recorded++
+			counts[OutcomeRecorded]++
+		case len(rec.Intents) > 0:
+			p.Duplicates++
+			counts[OutcomeDuplicate]++
+		default:
+			p.Filtered++
+			counts[OutcomeFiltered]++
 		}
 	}
-	switch outcome {
-	case OutcomeRecorded:
-		p.Recorded++
-	case OutcomeDuplicate:
-		p.Duplicates++
-	default:
-		p.Filtered++
-	}
 	if o := c.cfg.Observer; o != nil && !c.cfg.DryRun {
-		o.Messages(outcome, 1)
+		for outcome, n := range counts {
+			o.Messages(outcome, n)
+		}
 	}
 	return nil
 }

@@ -326,6 +326,7 @@ func TestCatchUpCutShortResumesWithoutDoubling(t *testing.T) {
 	var n int
 	var mu sync.Mutex
 	r.catchUp(ctx, time.Time{}, func(c *catchup.Config) {
+		c.Batch = 3 // a transaction of three messages at a time
 		tr := c.Translate
 		c.Translate = func(m catchup.Message, bot string) ([]store.Intent, string, error) {
 			mu.Lock()

@@ -47,10 +47,11 @@ type Recovered struct {
 
 // MarkStore is the part of Store that catch-up uses.
 type MarkStore interface {
-	// RecordRecovered commits rec in one transaction and returns the number
-	// of outbox rows it inserted: 0 means every row was there already (the
-	// live delivery, or an earlier catch-up, came first).
-	RecordRecovered(ctx context.Context, rec Recovered) (rows int, err error)
+	// RecordRecovered commits recs, in order, in one transaction and
+	// returns the number of outbox rows each inserted: 0 means every row
+	// was there already (the live delivery, or an earlier catch-up, came
+	// first). On error nothing was written.
+	RecordRecovered(ctx context.Context, recs []Recovered) (rows []int, err error)
 	// AdvanceMarks moves each channel's mark to its TS when that is newer,
 	// creating marks for channels without one. ResumeFrom is ignored.
 	AdvanceMarks(ctx context.Context, marks []Mark) error

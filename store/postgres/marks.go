@@ -24,60 +24,75 @@ const (
 	markColumns = `channel, ts, resume_from, updated_at`
 )
 
-// RecordRecovered commits what catch-up recovered of one message: each
-// intent's rows, the receipt and request of each intent that added a row,
-// and the channel's mark (and resume point), in one transaction.
-func (s *Store) RecordRecovered(ctx context.Context, rec store.Recovered) (int, error) {
-	if !store.ValidTS(rec.TS) || rec.Channel == "" {
-		return 0, fmt.Errorf("record recovered: channel %q ts %q", rec.Channel, rec.TS)
+// RecordRecovered commits what catch-up recovered of some messages, in
+// order, in one transaction: each intent's rows, the receipt and request of
+// each intent that added a row, and each channel's mark (and resume point).
+func (s *Store) RecordRecovered(ctx context.Context, recs []store.Recovered) ([]int, error) {
+	for _, rec := range recs {
+		if !store.ValidTS(rec.TS) || rec.Channel == "" {
+			return nil, fmt.Errorf("record recovered: channel %q ts %q", rec.Channel, rec.TS)
+		}
 	}
-	inserted := 0
+	var inserted []int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		inserted = make([]int, len(recs))
 		off := s.offset.Load()
-		for _, in := range rec.Intents {
-			n := 0
-			for _, r := range in.Rows {
-				var reqID *string
-				if r.RequestID != "" {
-					reqID = &r.RequestID
-				}
-				tag, err := tx.Exec(ctx, insertRow, off, r.Key, r.Effect, r.Payload, reqID, (*string)(nil), int64(0))
-				if err != nil {
-					return fmt.Errorf("insert outbox row %s: %w", r.Key, err)
-				}
-				n += int(tag.RowsAffected())
+		for i, rec := range recs {
+			n, err := recordRecovered(ctx, tx, off, rec)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", rec.Channel, rec.TS, err)
 			}
-			inserted += n
-			if n == 0 {
-				continue // found done: no receipt, no request
-			}
-			if _, err := tx.Exec(ctx, insertReceipt, off, in.EventID, in.EventType); err != nil {
-				return fmt.Errorf("insert receipt: %w", err)
-			}
-			if r := in.Request; r != nil {
-				body := r.Body
-				if body == nil {
-					body = []byte{}
-				}
-				if _, err := tx.Exec(ctx, insertRequest, off, in.EventID, r.ContentType, body); err != nil {
-					return fmt.Errorf("insert request: %w", err)
-				}
-			}
-		}
-		if !rec.NoMark {
-			if _, err := tx.Exec(ctx, advanceMark, off, rec.Channel, rec.TS); err != nil {
-				return fmt.Errorf("advance mark: %w", err)
-			}
-		}
-		if rec.Resume {
-			if _, err := tx.Exec(ctx, advanceResume, off, rec.Channel, rec.TS); err != nil {
-				return fmt.Errorf("advance resume point: %w", err)
-			}
+			inserted[i] = n
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("record recovered %s %s: %w", rec.Channel, rec.TS, err)
+		return nil, fmt.Errorf("record recovered: %w", err)
+	}
+	return inserted, nil
+}
+
+func recordRecovered(ctx context.Context, tx pgx.Tx, off int64, rec store.Recovered) (int, error) {
+	inserted := 0
+	for _, in := range rec.Intents {
+		n := 0
+		for _, r := range in.Rows {
+			var reqID *string
+			if r.RequestID != "" {
+				reqID = &r.RequestID
+			}
+			tag, err := tx.Exec(ctx, insertRow, off, r.Key, r.Effect, r.Payload, reqID, (*string)(nil), int64(0))
+			if err != nil {
+				return 0, fmt.Errorf("insert outbox row %s: %w", r.Key, err)
+			}
+			n += int(tag.RowsAffected())
+		}
+		inserted += n
+		if n == 0 {
+			continue // found done: no receipt, no request
+		}
+		if _, err := tx.Exec(ctx, insertReceipt, off, in.EventID, in.EventType); err != nil {
+			return 0, fmt.Errorf("insert receipt: %w", err)
+		}
+		if r := in.Request; r != nil {
+			body := r.Body
+			if body == nil {
+				body = []byte{}
+			}
+			if _, err := tx.Exec(ctx, insertRequest, off, in.EventID, r.ContentType, body); err != nil {
+				return 0, fmt.Errorf("insert request: %w", err)
+			}
+		}
+	}
+	if !rec.NoMark {
+		if _, err := tx.Exec(ctx, advanceMark, off, rec.Channel, rec.TS); err != nil {
+			return 0, fmt.Errorf("advance mark: %w", err)
+		}
+	}
+	if rec.Resume {
+		if _, err := tx.Exec(ctx, advanceResume, off, rec.Channel, rec.TS); err != nil {
+			return 0, fmt.Errorf("advance resume point: %w", err)
+		}
 	}
 	return inserted, nil
 }

@@ -20,64 +20,79 @@ const (
 		 WHERE channel = ?1 AND resume_from < ?2`
 )
 
-// RecordRecovered commits what catch-up recovered of one message: each
-// intent's rows, the receipt and request of each intent that added a row,
-// and the channel's mark (and resume point), in one group commit.
-func (s *Store) RecordRecovered(ctx context.Context, rec store.Recovered) (int, error) {
-	if !store.ValidTS(rec.TS) || rec.Channel == "" {
-		return 0, fmt.Errorf("record recovered: channel %q ts %q", rec.Channel, rec.TS)
+// RecordRecovered commits what catch-up recovered of some messages, in
+// order, in one group commit: each intent's rows, the receipt and request
+// of each intent that added a row, and each channel's mark (and resume
+// point).
+func (s *Store) RecordRecovered(ctx context.Context, recs []store.Recovered) ([]int, error) {
+	for _, rec := range recs {
+		if !store.ValidTS(rec.TS) || rec.Channel == "" {
+			return nil, fmt.Errorf("record recovered: channel %q ts %q", rec.Channel, rec.TS)
+		}
 	}
-	var inserted int
+	var inserted []int
 	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
-		inserted = 0 // a retried op starts over
-		for _, in := range rec.Intents {
-			n := 0
-			for _, r := range in.Rows {
-				var reqID any
-				if r.RequestID != "" {
-					reqID = r.RequestID
-				}
-				res, err := tx.StmtContext(ctx, s.st.outbox).ExecContext(ctx, r.Key, r.Effect, r.Payload, now, now, reqID, nil, nil, nil)
-				if err != nil {
-					return fmt.Errorf("insert outbox row %s: %w", r.Key, err)
-				}
-				c, err := res.RowsAffected()
-				if err != nil {
-					return err
-				}
-				n += int(c)
+		inserted = make([]int, len(recs)) // a retried op starts over
+		for i, rec := range recs {
+			n, err := s.recordRecovered(ctx, tx, rec, now)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", rec.Channel, rec.TS, err)
 			}
-			inserted += n
-			if n == 0 {
-				continue // found done: no receipt, no request
-			}
-			if _, err := tx.StmtContext(ctx, s.st.receipt).ExecContext(ctx, in.EventID, in.EventType, now); err != nil {
-				return fmt.Errorf("insert receipt: %w", err)
-			}
-			if r := in.Request; r != nil {
-				body := r.Body
-				if body == nil {
-					body = []byte{} // NOT NULL
-				}
-				if _, err := tx.StmtContext(ctx, s.st.storeRequest).ExecContext(ctx, in.EventID, r.ContentType, body, now); err != nil {
-					return fmt.Errorf("insert request: %w", err)
-				}
-			}
-		}
-		if !rec.NoMark {
-			if _, err := tx.ExecContext(ctx, advanceMarkSQL, rec.Channel, rec.TS, now); err != nil {
-				return fmt.Errorf("advance mark: %w", err)
-			}
-		}
-		if rec.Resume {
-			if _, err := tx.ExecContext(ctx, advanceResumeSQL, rec.Channel, rec.TS, now); err != nil {
-				return fmt.Errorf("advance resume point: %w", err)
-			}
+			inserted[i] = n
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("record recovered %s %s: %w", rec.Channel, rec.TS, classify(err))
+		return nil, fmt.Errorf("record recovered: %w", classify(err))
+	}
+	return inserted, nil
+}
+
+func (s *Store) recordRecovered(ctx context.Context, tx *sql.Tx, rec store.Recovered, now int64) (int, error) {
+	inserted := 0
+	for _, in := range rec.Intents {
+		n := 0
+		for _, r := range in.Rows {
+			var reqID any
+			if r.RequestID != "" {
+				reqID = r.RequestID
+			}
+			res, err := tx.StmtContext(ctx, s.st.outbox).ExecContext(ctx, r.Key, r.Effect, r.Payload, now, now, reqID, nil, nil, nil)
+			if err != nil {
+				return 0, fmt.Errorf("insert outbox row %s: %w", r.Key, err)
+			}
+			c, err := res.RowsAffected()
+			if err != nil {
+				return 0, err
+			}
+			n += int(c)
+		}
+		inserted += n
+		if n == 0 {
+			continue // found done: no receipt, no request
+		}
+		if _, err := tx.StmtContext(ctx, s.st.receipt).ExecContext(ctx, in.EventID, in.EventType, now); err != nil {
+			return 0, fmt.Errorf("insert receipt: %w", err)
+		}
+		if r := in.Request; r != nil {
+			body := r.Body
+			if body == nil {
+				body = []byte{} // NOT NULL
+			}
+			if _, err := tx.StmtContext(ctx, s.st.storeRequest).ExecContext(ctx, in.EventID, r.ContentType, body, now); err != nil {
+				return 0, fmt.Errorf("insert request: %w", err)
+			}
+		}
+	}
+	if !rec.NoMark {
+		if _, err := tx.ExecContext(ctx, advanceMarkSQL, rec.Channel, rec.TS, now); err != nil {
+			return 0, fmt.Errorf("advance mark: %w", err)
+		}
+	}
+	if rec.Resume {
+		if _, err := tx.ExecContext(ctx, advanceResumeSQL, rec.Channel, rec.TS, now); err != nil {
+			return 0, fmt.Errorf("advance resume point: %w", err)
+		}
 	}
 	return inserted, nil
 }

@@ -36,11 +36,11 @@ func markOf(tb testing.TB, s store.Store, ch string) store.Mark {
 
 func mustRecover(tb testing.TB, s store.Store, rec store.Recovered) int {
 	tb.Helper()
-	n, err := s.RecordRecovered(ctx, rec)
+	n, err := s.RecordRecovered(ctx, []store.Recovered{rec})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return n
+	return n[0]
 }
 
 func testMarks(t *testing.T, newDB NewDB) {
@@ -147,6 +147,29 @@ func testMarks(t *testing.T, newDB NewDB) {
 		}
 	})
 
+	t.Run("several messages in one call: counted each, in order, the mark at the last", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		mustRecover(t, s, recovered("C1", "1700000000.000200", "r"))
+		n, err := s.RecordRecovered(ctx, []store.Recovered{
+			recovered("C1", "1700000000.000100", "r"), recovered("C1", "1700000000.000200", "r"), recovered("C1", "1700000000.000300", "r", "q"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(n) != "[1 0 2]" {
+			t.Fatalf("rows per message %v, want [1 0 2]", n)
+		}
+		if got := markOf(t, s, "C1").TS; got != "1700000000.000300" {
+			t.Fatalf("mark %q", got)
+		}
+		if _, err := s.RecordRecovered(ctx, []store.Recovered{recovered("C2", "1700000000.000100", "r"), {Channel: "C2", TS: "bad"}}); err == nil {
+			t.Fatal("a malformed ts was accepted")
+		}
+		if m := markOf(t, s, "C2"); m.TS != "" {
+			t.Fatalf("a refused call wrote the mark %q", m.TS)
+		}
+	})
+
 	t.Run("concurrent recoveries of one message insert its rows once", func(t *testing.T) {
 		db := newDB(t)
 		a, b := db.Open(t, store.Options{}), db.Open(t, store.Options{})
@@ -160,11 +183,12 @@ func testMarks(t *testing.T, newDB NewDB) {
 				if i%2 == 1 {
 					st = b
 				}
-				n, err := st.RecordRecovered(ctx, recovered("C9", "1700000000.000001", "x", "y"))
+				n, err := st.RecordRecovered(ctx, []store.Recovered{recovered("C9", "1700000000.000001", "x", "y")})
 				if err != nil {
 					t.Error(err)
+					return
 				}
-				total[i] = n
+				total[i] = n[0]
 			}()
 		}
 		wg.Wait()
