@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"regexp"
 	"time"
 )
 
@@ -72,11 +71,20 @@ const (
 	RecoveredMentionPrefix = "mention:"
 )
 
-var tsPattern = regexp.MustCompile(`^[0-9]{10}\.[0-9]{6}$`)
-
-// ValidTS reports whether ts has Slack's shape ("1700000000.000100"). Marks
-// are compared as text, which orders such values by time.
-func ValidTS(ts string) bool { return tsPattern.MatchString(ts) }
+// ValidTS reports whether ts has Slack's shape ("1700000000.000100"): ten
+// digits, a dot, six digits. Marks are compared as text, which orders such
+// values by time.
+func ValidTS(ts string) bool {
+	if len(ts) != 17 || ts[10] != '.' {
+		return false
+	}
+	for i := 0; i < len(ts); i++ {
+		if i != 10 && (ts[i] < '0' || ts[i] > '9') {
+			return false
+		}
+	}
+	return true
+}
 
 // TSTime is the time a Slack ts stands for (zero when it is not one).
 func TSTime(ts string) time.Time {
