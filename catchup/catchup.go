@@ -304,6 +304,7 @@ func (c *CatchUp) channel(ctx context.Context, team, botUser, ch string, since t
 		if m.TS > p.From && !seen[m.TS] {
 			seen[m.TS] = true
 			items = append(items, m)
+			p.Messages++
 		}
 		var th struct {
 			ReplyCount  int    `json:"reply_count"`
@@ -323,6 +324,7 @@ func (c *CatchUp) channel(ctx context.Context, team, botUser, ch string, since t
 			if store.ValidTS(m.TS) && m.TS != parent && m.TS > p.From && !seen[m.TS] {
 				seen[m.TS] = true
 				items = append(items, m)
+				p.Messages++
 			}
 		})
 	}
@@ -331,7 +333,6 @@ func (c *CatchUp) channel(ctx context.Context, team, botUser, ch string, since t
 		return p
 	}
 	slices.SortFunc(items, func(a, b Message) int { return strings.Compare(a.TS, b.TS) })
-	p.Messages = len(items)
 	for start := 0; start < len(items); start += c.cfg.Batch {
 		batch := items[start:min(start+c.cfg.Batch, len(items))]
 		if err := c.record(ctx, &p, batch, botUser, resume, moveMark); err != nil {
