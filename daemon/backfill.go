@@ -86,8 +86,8 @@ func (c *Config) validateBackfill() []error {
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		if r.Key != "message" && r.catchUpFeeds(channels) {
-			bad("%s: catch-up ([backfill]) feeds this route recovered messages, which have no event_id to key by: set key = \"message\" (one row per {channel}:{ts}, so a recovered message and its live delivery act once), or leave its channels out of backfill.channels",
-				c.routeWhere(i))
+			bad("%s: catch-up ([backfill], channels %s) feeds this route recovered messages, which have no event_id to key by: set key = \"message\" (one row per {channel}:{ts}, so a recovered message and its live delivery act once), or set backfill.channels to channels this route does not take",
+				c.routeWhere(i), strings.Join(channels, ", "))
 		}
 	}
 	return errs
