@@ -58,6 +58,15 @@
 // (no moment without a connection, all acked), a silent connection (replaced)
 // and invalid_auth (/healthz 503 and a clear log line).
 //
+// catchup_test.go runs the binary with catch-up ([backfill]) against the
+// fake Slack's channel history: ackd killed while 62 messages arrive in two
+// channels (three pages each, a thread, a bot's message, a channel_join, the
+// bot's own) and every eligible one acted on exactly once after the restart,
+// late live deliveries of the same messages adding nothing; a SIGKILL in the
+// middle of catch-up, finished by the next start with no row twice; and
+// `ackd backfill --since 1h` twice beside a daemon (the second records
+// nothing), --dry-run, status, and missing_scope.
+//
 // Limits: one machine, one clock; the fake Slack keeps no messages (so a
 // repeated reactions.add succeeds instead of answering already_reacted, and
 // is counted as a duplicate); the daemon is never killed during migration.
