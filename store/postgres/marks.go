@@ -161,10 +161,14 @@ func (s *Store) EndCatchUp(ctx context.Context, channel string) error {
 	return nil
 }
 
-// Marks returns every channel's mark.
+// Marks returns every channel's mark (none on a schema from before catch-up,
+// which a read-only store may have opened).
 func (s *Store) Marks(ctx context.Context) ([]store.Mark, error) {
 	if err := s.check(); err != nil {
 		return nil, err
+	}
+	if !s.catchupMarks {
+		return nil, nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+markColumns+` FROM catchup_marks ORDER BY channel`)
 	if err != nil {

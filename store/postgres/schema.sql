@@ -155,6 +155,15 @@ ALTER TABLE outbox ADD COLUMN claim_lease_ms bigint;
 
 -- migrate: 5
 
+-- What each running replica can perform, space-separated: the effects it
+-- claims, and "forward.signed" when it has the forward secret. A sweep that
+-- must give a row back for a credential it lacks parks the row after
+-- sweep.HandBackLimit only when no live replica can perform it; NULL (a
+-- replica from before this column) counts as "may".
+ALTER TABLE ackd_instances ADD COLUMN effects text;
+
+-- migrate: 6
+
 -- Catch-up's position per channel (package catchup): the newest message ts
 -- known to be recorded, moved forward by live message events and by
 -- catch-up, never back. Slack's ts ("1700000000.000100") is kept as text

@@ -161,8 +161,12 @@ func (s *Store) EndCatchUp(ctx context.Context, channel string) error {
 	return nil
 }
 
-// Marks returns every channel's mark.
+// Marks returns every channel's mark (none on a schema from before catch-up,
+// which a read-only store may have opened).
 func (s *Store) Marks(ctx context.Context) ([]store.Mark, error) {
+	if !s.catchupMarks {
+		return nil, nil
+	}
 	rows, err := s.r.QueryContext(ctx, `SELECT channel, ts, resume_from, updated_at FROM catchup_marks ORDER BY channel`)
 	if err != nil {
 		return nil, fmt.Errorf("marks: %w", err)
