@@ -92,9 +92,19 @@ func (r *rig) catchUp(ctx context.Context, since time.Time, mod func(*catchup.Co
 
 // markNow gives each channel a mark at now, as a daemon that had been
 // receiving live events would have.
+// Messages seeded before it are at or before the mark, messages seeded
+// after it after the mark (the fake's ts come from the wall clock).
 func (r *rig) markNow(channels ...string) {
 	r.t.Helper()
 	ts := store.TimeTS(time.Now())
+	for _, ch := range channels {
+		if ms := r.slack.Messages(ch); len(ms) > 0 && ms[len(ms)-1].TS > ts {
+			ts = ms[len(ms)-1].TS
+		}
+	}
+	for store.TimeTS(time.Now()) <= ts {
+		time.Sleep(10 * time.Microsecond)
+	}
 	var ms []store.Mark
 	for _, ch := range channels {
 		ms = append(ms, store.Mark{Channel: ch, TS: ts})
@@ -410,7 +420,7 @@ func TestBackfillFromAfterTheMarkLeavesTheMark(t *testing.T) {
 	}
 	before := mark()
 	gap := r.slack.AddMessage("C1", fakeslack.Message{User: "U1", Text: "in the gap"})
-	since := time.Now()
+	since := store.TSTime(gap) // read after the gap's message: it stays unread
 	later := r.slack.AddMessage("C1", fakeslack.Message{User: "U1", Text: "after since"})
 	res := r.catchUp(context.Background(), since, func(c *catchup.Config) { c.Channels = []string{"C1"} })
 	if res.Totals().Recorded != 1 {

@@ -241,8 +241,12 @@ func TestCatchUpRunsAfterServeStarts(t *testing.T) {
 	cfg.Slack.APIURL = fs.URL()
 	// A mark from before the outage, and messages that arrived during it.
 	schemaStore := openStore(t, cfg.DB)
-	if err := schemaStore.AdvanceMarks(context.Background(), []store.Mark{{Channel: "C1", TS: store.TimeTS(time.Now())}}); err != nil {
+	mark := store.TimeTS(time.Now())
+	if err := schemaStore.AdvanceMarks(context.Background(), []store.Mark{{Channel: "C1", TS: mark}}); err != nil {
 		t.Fatal(err)
+	}
+	for store.TimeTS(time.Now()) <= mark {
+		time.Sleep(10 * time.Microsecond) // the fake's next ts is after the mark
 	}
 	schemaStore.Close()
 	var want []string

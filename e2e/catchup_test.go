@@ -50,6 +50,7 @@ db     = %q
 [sweep]
 interval = "200ms"
 backoff  = "100ms"
+lease    = "3s"   # a row a killed daemon held comes back soon
 
 [backfill]
 channels = ["C0CU1", "C0CU2"]
@@ -62,6 +63,7 @@ event    = "message"
 key      = "message"
 effect   = "react"
 reaction = "eyes"
+timeout  = "1s"
 
 [[route]]
 name   = "hello"
@@ -70,6 +72,7 @@ key    = "message"
 effect = "post"
 text   = "hello {{.User}}"
 thread = true
+timeout = "1s"
 `, addr, db, rate)
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
