@@ -67,7 +67,7 @@
 // `ackd backfill --since 1h` twice beside a daemon (the second records
 // nothing), --dry-run, status, and missing_scope.
 //
-// Limits: one machine, one clock; the fake Slack keeps no messages (so a
+// Limits: one machine, one clock; the fake Slack keeps no reactions (so a
 // repeated reactions.add succeeds instead of answering already_reacted, and
 // is counted as a duplicate); the daemon is never killed during migration.
 package e2e
