@@ -128,8 +128,8 @@ type Store interface {
 	// Catch-up's marks and recovered messages (see marks.go).
 	MarkStore
 
-	// Catch-up's marks and recovered messages (see marks.go).
-	MarkStore
+	// Installations: many workspaces ([oauth]), see installs.go.
+	Installations
 
 	// Now is the clock the store stamps rows with.
 	Now() time.Time
