@@ -232,3 +232,39 @@ ALTER TABLE outbox ADD COLUMN note TEXT;
 UPDATE outbox
    SET first_claimed_at = created_at, outcome_unknown = (attempts > 0)
  WHERE status IN ('pending', 'parked') AND (attempts > 0 OR claim_token IS NOT NULL);
+
+-- migrate: 9
+
+-- Catch-up's position per channel (package catchup): the newest message ts
+-- known to be recorded, moved forward by live message events and by
+-- catch-up, never back. Slack's ts ("1700000000.000100") is kept as text,
+-- which orders it by time. resume_from is set while a catch-up from the mark
+-- is under way: every message up to it is recorded, so a catch-up cut short
+-- resumes there. Slack's cursors are not kept (they expire).
+CREATE TABLE catchup_marks (
+  channel     TEXT    PRIMARY KEY,
+  ts          TEXT    NOT NULL,
+  resume_from TEXT,
+  updated_at  INTEGER NOT NULL
+);
+
+-- `sqlite3 /var/lib/ackd/ackd.db 'SELECT * FROM catchup_marks_readable'`:
+-- each mark as UTC text and how far it is behind now.
+CREATE VIEW catchup_marks_readable AS
+SELECT channel,
+       ts,
+       strftime('%Y-%m-%d %H:%M:%S', CAST(substr(ts, 1, 10) AS INTEGER), 'unixepoch') AS mark_time,
+       CAST(strftime('%s', 'now') AS INTEGER) - CAST(substr(ts, 1, 10) AS INTEGER)    AS lag_seconds,
+       resume_from,
+       strftime('%Y-%m-%d %H:%M:%f', updated_at / 1000.0, 'unixepoch')               AS updated
+  FROM catchup_marks;
+
+-- Intents catch-up recorded (messages the live path had not), by kind:
+-- msg (the message's routes) and mention (its app_mention's).
+CREATE VIEW recovered_summary AS
+SELECT substr(event_id, 1, instr(event_id, ':') - 1) AS kind,
+       count(*) AS receipts,
+       strftime('%Y-%m-%d %H:%M:%S', max(received_at) / 1000.0, 'unixepoch') AS newest
+  FROM slack_event_receipts
+ WHERE (event_id >= 'msg:' AND event_id < 'msg;') OR (event_id >= 'mention:' AND event_id < 'mention;')
+ GROUP BY kind;

@@ -110,6 +110,25 @@ type FilterConfig struct {
 	IgnoreBots bool     `toml:"ignore_bots"`
 }
 
+// BackfillConfig is catch-up (package catchup): messages Slack never
+// delivered, recovered from channel history (see backfill.go).
+type BackfillConfig struct {
+	// Channels to catch up; empty: every channel named by the channel
+	// filter of a message or app_mention route (BackfillChannels).
+	Channels []string `toml:"channels"`
+	// OnStart: after serve starts, catch up each channel from its mark.
+	OnStart bool `toml:"on_start"`
+	// MaxAge: never read further back than this.
+	MaxAge Duration `toml:"max_age"`
+	// Rate: calls a minute to conversations.history and .replies together.
+	Rate int `toml:"rate"`
+	// Limit: messages asked for per page (Slack: at most 999; 15 for new
+	// installs of apps distributed outside the Marketplace).
+	Limit int `toml:"limit"`
+	// Replies: read threads whose latest_reply is after the mark.
+	Replies bool `toml:"replies"`
+}
+
 // CommandsConfig holds slash-command answers.
 type CommandsConfig struct {
 	UnhandledText string `toml:"unhandled_text"`
@@ -122,14 +141,6 @@ type SocketConfig struct {
 	Enabled     bool     `toml:"enabled"`
 	Connections int      `toml:"connections"` // held at once, 1..10 (Slack's limit per app)
 	Silence     Duration `toml:"silence"`     // a connection that receives nothing this long is replaced
-}
-
-// BackfillConfig paces ackd's reads of Slack's history.
-type BackfillConfig struct {
-	// Rate is the calls a minute to conversations.history and
-	// conversations.replies, all callers together: post confirmation's
-	// lookups (and catch-up) share one budget (slackrate.Budget).
-	Rate int `toml:"rate"`
 }
 
 // MetricsConfig places the operator endpoints.
@@ -238,11 +249,12 @@ func Default() Config {
 			UnhandledText: "This command is not handled here.",
 			FailedText:    "Sorry, that could not be recorded. Please try again.",
 		},
-		Socket:   SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
-		Backfill: BackfillConfig{Rate: sweep.DefaultHistoryRate},
-		Routes:   []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
-		Source:   "built-in defaults",
-		Builtin:  true,
+		Socket: SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
+		Backfill: BackfillConfig{OnStart: true, MaxAge: Duration{24 * time.Hour}, Rate: 20, Limit: 200,
+			Replies: true},
+		Routes:  []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
+		Source:  "built-in defaults",
+		Builtin: true,
 	}
 }
 
@@ -368,9 +380,6 @@ func (c *Config) Validate() error {
 	if c.Sweep.MaxAttempts <= 0 {
 		bad("sweep.max_attempts: %d must be positive", c.Sweep.MaxAttempts)
 	}
-	if c.Backfill.Rate <= 0 {
-		bad("backfill.rate: %d must be positive (calls a minute)", c.Backfill.Rate)
-	}
 	if n := c.Socket.Connections; n < 1 || n > 10 {
 		bad("socket_mode.connections: %d must be between 1 and 10 (Slack allows at most 10 per app)", n)
 	}
@@ -381,6 +390,7 @@ func (c *Config) Validate() error {
 		bad("retention.receipts: %s is shorter than Slack's retry window (about 6 minutes)", c.Retention.Receipts.Duration)
 	}
 
+	errs = append(errs, c.validateBackfill()...)
 	c.validateOAuth(bad)
 
 	seen := map[string]int{}

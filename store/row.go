@@ -132,6 +132,7 @@ type Queue struct {
 type Stats struct {
 	Queue
 	Receipts      int64
+	Recovered     int64 // receipts of intents catch-up recorded (msg:…, mention:…)
 	Leased        int64 // pending rows under an unexpired lease
 	SchemaVersion int
 }

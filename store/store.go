@@ -132,6 +132,9 @@ type Store interface {
 	// Retire deletes instance id's row (a clean shutdown).
 	Retire(ctx context.Context, id string) error
 
+	// Catch-up's marks and recovered messages (see marks.go).
+	MarkStore
+
 	// Installations: many workspaces ([oauth]), see installs.go.
 	Installations
 

@@ -63,6 +63,8 @@ type Store struct {
 	// an older schema a read-only store opened, the same with constants in
 	// place of the columns it lacks (outboxReadColumns).
 	readColumns string
+	// catchupMarks: the catchup_marks table exists (likewise).
+	catchupMarks bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -143,6 +145,8 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 		err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
 			WHERE table_schema = current_schema() AND table_name = 'outbox' AND column_name = 'outcome_unknown')`).Scan(&confirm)
 		s.readColumns = outboxReadColumns(confirm)
+		err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.tables
+			WHERE table_schema = current_schema() AND table_name = 'catchup_marks')`).Scan(&s.catchupMarks)
 	}
 	if err != nil {
 		pool.Close()
