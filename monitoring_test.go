@@ -148,6 +148,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 		`status="parked"`, "ackd_sqlite_busy_errors_total",
 		"ackd_socket_connections", "ackd_socket_connections_configured", "ackd_socket_envelopes_total",
 		"ackd_socket_reconnects_total", `outcome="failed"`,
+		"ackd_post_confirmations_total", "by (outcome)",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("the dashboard does not show %s", want)

@@ -212,6 +212,64 @@ CREATE TABLE ackd_leases (
 
 -- migrate: 8
 
+-- A post is confirmed before it is repeated (chat.postMessage has no
+-- idempotency key). outcome_unknown is 1 once an attempt may have taken
+-- effect without ackd learning it: it failed after its request was sent
+-- with no definite answer (a timeout, a reset connection, a 5xx,
+-- internal_error), or a claim found the row still stamped with another
+-- claimer's expired lease (that process died mid-call). It is never
+-- cleared. first_claimed_at is when the row was first claimed: the post's
+-- lookup reads the conversation from a little before it. note is what the
+-- successful attempt said about how it succeeded (found by the lookup, or
+-- posted because the lookup was impossible); result keeps {"channel","ts"}.
+ALTER TABLE outbox ADD COLUMN outcome_unknown INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE outbox ADD COLUMN first_claimed_at INTEGER;
+ALTER TABLE outbox ADD COLUMN note TEXT;
+-- Rows an older ackd already attempted: a pending or parked row with a failed
+-- attempt may have posted (that version did not record the difference), and
+-- its first attempt was no earlier than its creation.
+UPDATE outbox
+   SET first_claimed_at = created_at, outcome_unknown = (attempts > 0)
+ WHERE status IN ('pending', 'parked') AND (attempts > 0 OR claim_token IS NOT NULL);
+
+-- migrate: 9
+
+-- Catch-up's position per channel (package catchup): the newest message ts
+-- known to be recorded, moved forward by live message events and by
+-- catch-up, never back. Slack's ts ("1700000000.000100") is kept as text,
+-- which orders it by time. resume_from is set while a catch-up from the mark
+-- is under way: every message up to it is recorded, so a catch-up cut short
+-- resumes there. Slack's cursors are not kept (they expire).
+CREATE TABLE catchup_marks (
+  channel     TEXT    PRIMARY KEY,
+  ts          TEXT    NOT NULL,
+  resume_from TEXT,
+  updated_at  INTEGER NOT NULL
+);
+
+-- `sqlite3 /var/lib/ackd/ackd.db 'SELECT * FROM catchup_marks_readable'`:
+-- each mark as UTC text and how far it is behind now.
+CREATE VIEW catchup_marks_readable AS
+SELECT channel,
+       ts,
+       strftime('%Y-%m-%d %H:%M:%S', CAST(substr(ts, 1, 10) AS INTEGER), 'unixepoch') AS mark_time,
+       CAST(strftime('%s', 'now') AS INTEGER) - CAST(substr(ts, 1, 10) AS INTEGER)    AS lag_seconds,
+       resume_from,
+       strftime('%Y-%m-%d %H:%M:%f', updated_at / 1000.0, 'unixepoch')               AS updated
+  FROM catchup_marks;
+
+-- Intents catch-up recorded (messages the live path had not), by kind:
+-- msg (the message's routes) and mention (its app_mention's).
+CREATE VIEW recovered_summary AS
+SELECT substr(event_id, 1, instr(event_id, ':') - 1) AS kind,
+       count(*) AS receipts,
+       strftime('%Y-%m-%d %H:%M:%S', max(received_at) / 1000.0, 'unixepoch') AS newest
+  FROM slack_event_receipts
+ WHERE (event_id >= 'msg:' AND event_id < 'msg;') OR (event_id >= 'mention:' AND event_id < 'mention;')
+ GROUP BY kind;
+
+-- migrate: 10
+
 -- What each running daemon says about itself at its heartbeat (JSON: its
 -- Socket Mode connections, last hello, reconnects), for `ackd status`.
 ALTER TABLE ackd_instances ADD COLUMN state TEXT;
@@ -223,12 +281,12 @@ ALTER TABLE ackd_instances ADD COLUMN state TEXT;
 -- (https://sqlite.org/lang_altertable.html#otheralter): a new table with the
 -- wider CHECK, every row copied with its id, the AUTOINCREMENT counter
 -- carried over (ids are never reused), the indexes and views made again.
--- The copy below names the 15 columns the outbox has before this migration.
+-- The copy below names the 18 columns the outbox has before this migration.
 -- A column added by an earlier migration that the copy does not name would
 -- be lost: this guard stops the migration instead (nothing is changed), and
 -- the rebuild must then name that column too.
 CREATE TEMP TABLE outbox_rebuild_knows_every_column (
-  columns INTEGER CONSTRAINT outbox_rebuild_knows_every_column CHECK (columns = 15)
+  columns INTEGER CONSTRAINT outbox_rebuild_knows_every_column CHECK (columns = 18)
 );
 INSERT INTO outbox_rebuild_knows_every_column SELECT count(*) FROM pragma_table_info('outbox');
 DROP TABLE outbox_rebuild_knows_every_column;
@@ -251,14 +309,17 @@ CREATE TABLE outbox_new (
   created_at       INTEGER NOT NULL,
   completed_at     INTEGER,              -- done: the success; discarded: the discard
   request_id       TEXT,
-  claim_lease_ms   INTEGER
+  claim_lease_ms   INTEGER,
+  outcome_unknown  INTEGER NOT NULL DEFAULT 0,
+  first_claimed_at INTEGER,
+  note             TEXT
 );
 INSERT INTO outbox_new (id, idempotency_key, effect, payload, status, attempts, claim_token,
                         claim_expires_at, next_attempt_at, last_error, result, created_at,
-                        completed_at, request_id, claim_lease_ms)
+                        completed_at, request_id, claim_lease_ms, outcome_unknown, first_claimed_at, note)
 SELECT id, idempotency_key, effect, payload, status, attempts, claim_token,
        claim_expires_at, next_attempt_at, last_error, result, created_at,
-       completed_at, request_id, claim_lease_ms
+       completed_at, request_id, claim_lease_ms, outcome_unknown, first_claimed_at, note
   FROM outbox;
 DELETE FROM sqlite_sequence WHERE name = 'outbox_new';
 INSERT INTO sqlite_sequence (name, seq) SELECT 'outbox_new', seq FROM sqlite_sequence WHERE name = 'outbox';

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -54,11 +53,8 @@ func checkEventType(ev string) (refuse, warn string) {
 	return "", fmt.Sprintf("event %q is not a Slack event type ackd knows (https://docs.slack.dev/reference/events); if Slack added it, this warning is harmless, otherwise the route never matches", ev)
 }
 
-// channelID matches what Slack puts in an event's channel: an ID such as
-// C0123ABCD (public), G… (private, older) or D… (a DM), never a name.
-var channelID = regexp.MustCompile(`^[CGD][A-Z0-9]+$`)
-
-// checkChannel refuses a channel filter that is not a channel ID.
+// checkChannel refuses a channel filter that is not a channel ID (channelID,
+// backfill.go: C0123ABCD public, G… private, D… a DM; never a name).
 func checkChannel(key, ch string) string {
 	if channelID.MatchString(ch) {
 		return ""

@@ -159,13 +159,13 @@ func TestMigrate(t *testing.T) {
 		}
 		mustRecord(t, s, intent("Ev1", "r"))
 		s.Close()
-		next, n := withNextMigration(sch, "ALTER TABLE outbox ADD COLUMN note TEXT;")
+		next, n := withNextMigration(sch, "ALTER TABLE outbox ADD COLUMN migrated_note TEXT;")
 		s2 := mustOpen(t, path, store.Options{Schema: next})
 		v, _ := s2.SchemaVersion(context.Background())
 		if v != n {
 			t.Fatalf("user_version = %d", v)
 		}
-		if n := count(t, rawDB(t, path), `SELECT count(*) FROM outbox WHERE note IS NULL`); n != 1 {
+		if n := count(t, rawDB(t, path), `SELECT count(*) FROM outbox WHERE migrated_note IS NULL`); n != 1 {
 			t.Fatalf("rows after migration = %d", n)
 		}
 	})
@@ -445,7 +445,7 @@ func TestQueryPlans(t *testing.T) {
 	}{
 		{"claim", sqlite.ClaimSQL, []any{"T", 2, 1, 25, nil}},
 		{"claim with an effect filter", sqlite.ClaimSQL, []any{"T", 2, 1, 25, `["log"]`}},
-		{"complete a batch", sqlite.CompleteBatchSQL, []any{1, "T", "[1,2]", `[[1,"{}"]]`}},
+		{"complete a batch", sqlite.CompleteBatchSQL, []any{1, "T", "[1,2]", `[[1,"{}"]]`, `[[2,"note"]]`}},
 		{"queue counts", sqlite.QueueCountsSQL, nil},
 	}
 	for _, tc := range cases {
@@ -515,7 +515,7 @@ func TestDiscardedMigrationKeepsRowsAndIDs(t *testing.T) {
 	if _, err := db.Exec(`UPDATE outbox SET status = 'discarded' WHERE id = 1`); err == nil {
 		t.Fatal("the old schema accepted status 'discarded'; the test needs the schema before the rebuild")
 	}
-	if _, err := db.Exec(`UPDATE outbox SET status = 'parked', last_error = 'e', claim_lease_ms = 7 WHERE id = 2`); err != nil {
+	if _, err := db.Exec(`UPDATE outbox SET status = 'parked', last_error = 'e', claim_lease_ms = 7, outcome_unknown = 1, note = 'n' WHERE id = 2`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(`DELETE FROM outbox WHERE id = 3`); err != nil { // the highest id, pruned
@@ -528,7 +528,7 @@ func TestDiscardedMigrationKeepsRowsAndIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustRecord(t, s2, intent("Ev2", "d"))
-	if n := count(t, db, `SELECT count(*) FROM outbox WHERE id = 2 AND status = 'discarded' AND last_error = 'e' AND claim_lease_ms = 7`); n != 1 {
+	if n := count(t, db, `SELECT count(*) FROM outbox WHERE id = 2 AND status = 'discarded' AND last_error = 'e' AND claim_lease_ms = 7 AND outcome_unknown = 1 AND note = 'n'`); n != 1 {
 		t.Fatal("row 2 lost its columns in the rebuild")
 	}
 	if n := count(t, db, `SELECT max(id) FROM outbox`); n != 4 {
