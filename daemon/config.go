@@ -67,6 +67,10 @@ type Config struct {
 	Builtin bool `toml:"-"`
 
 	routeLines []int // line of each [[route]] header, for error messages
+
+	// Warnings are what Validate found suspicious but not wrong (an event
+	// type ackd does not know); serve logs them, config check prints them.
+	Warnings []string `toml:"-"`
 }
 
 // AckConfig bounds the pre-ack intent transaction.
@@ -110,6 +114,25 @@ type FilterConfig struct {
 	IgnoreBots bool     `toml:"ignore_bots"`
 }
 
+// BackfillConfig is catch-up (package catchup): messages Slack never
+// delivered, recovered from channel history (see backfill.go).
+type BackfillConfig struct {
+	// Channels to catch up; empty: every channel named by the channel
+	// filter of a message or app_mention route (BackfillChannels).
+	Channels []string `toml:"channels"`
+	// OnStart: after serve starts, catch up each channel from its mark.
+	OnStart bool `toml:"on_start"`
+	// MaxAge: never read further back than this.
+	MaxAge Duration `toml:"max_age"`
+	// Rate: calls a minute to conversations.history and .replies together.
+	Rate int `toml:"rate"`
+	// Limit: messages asked for per page (Slack: at most 999; 15 for new
+	// installs of apps distributed outside the Marketplace).
+	Limit int `toml:"limit"`
+	// Replies: read threads whose latest_reply is after the mark.
+	Replies bool `toml:"replies"`
+}
+
 // CommandsConfig holds slash-command answers.
 type CommandsConfig struct {
 	UnhandledText string `toml:"unhandled_text"`
@@ -122,14 +145,6 @@ type SocketConfig struct {
 	Enabled     bool     `toml:"enabled"`
 	Connections int      `toml:"connections"` // held at once, 1..10 (Slack's limit per app)
 	Silence     Duration `toml:"silence"`     // a connection that receives nothing this long is replaced
-}
-
-// BackfillConfig paces ackd's reads of Slack's history.
-type BackfillConfig struct {
-	// Rate is the calls a minute to conversations.history and
-	// conversations.replies, all callers together: post confirmation's
-	// lookups (and catch-up) share one budget (slackrate.Budget).
-	Rate int `toml:"rate"`
 }
 
 // MetricsConfig places the operator endpoints.
@@ -238,11 +253,12 @@ func Default() Config {
 			UnhandledText: "This command is not handled here.",
 			FailedText:    "Sorry, that could not be recorded. Please try again.",
 		},
-		Socket:   SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
-		Backfill: BackfillConfig{Rate: sweep.DefaultHistoryRate},
-		Routes:   []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
-		Source:   "built-in defaults",
-		Builtin:  true,
+		Socket: SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
+		Backfill: BackfillConfig{OnStart: true, MaxAge: Duration{24 * time.Hour}, Rate: 20, Limit: 200,
+			Replies: true},
+		Routes:  []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
+		Source:  "built-in defaults",
+		Builtin: true,
 	}
 }
 
@@ -279,6 +295,10 @@ var routeHeader = regexp.MustCompile(`(?m)^[ \t]*\[\[[ \t]*route[ \t]*\]\]`)
 func Parse(b []byte) (Config, error) {
 	cfg := Default()
 	cfg.Routes = nil
+	// Unknown keys and values of the wrong kind, in words (configlint.go).
+	if err := lintTOML(b); err != nil {
+		return Config{}, err
+	}
 	dec := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields()
 	if err := dec.Decode(&cfg); err != nil {
 		var sm *toml.StrictMissingError
@@ -290,12 +310,7 @@ func Parse(b []byte) (Config, error) {
 			}
 			return Config{}, errors.New(strings.Join(msgs, "; "))
 		}
-		var de *toml.DecodeError
-		if errors.As(err, &de) {
-			row, _ := de.Position()
-			return Config{}, fmt.Errorf("line %d: key %q: %s", row, strings.Join(de.Key(), "."), de.Error())
-		}
-		return Config{}, err
+		return Config{}, decodeError(err)
 	}
 	if len(cfg.Routes) == 0 {
 		cfg.Routes = Default().Routes
@@ -321,6 +336,12 @@ func (c *Config) routeWhere(i int) string {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	c.Warnings = nil
+	for _, ch := range c.Filter.Channels {
+		if msg := checkChannel("filter.channels:", ch); msg != "" {
+			bad("%s", msg)
+		}
+	}
 
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen: %q is not host:port", c.Listen)
@@ -368,9 +389,6 @@ func (c *Config) Validate() error {
 	if c.Sweep.MaxAttempts <= 0 {
 		bad("sweep.max_attempts: %d must be positive", c.Sweep.MaxAttempts)
 	}
-	if c.Backfill.Rate <= 0 {
-		bad("backfill.rate: %d must be positive (calls a minute)", c.Backfill.Rate)
-	}
 	if n := c.Socket.Connections; n < 1 || n > 10 {
 		bad("socket_mode.connections: %d must be between 1 and 10 (Slack allows at most 10 per app)", n)
 	}
@@ -381,6 +399,7 @@ func (c *Config) Validate() error {
 		bad("retention.receipts: %s is shorter than Slack's retry window (about 6 minutes)", c.Retention.Receipts.Duration)
 	}
 
+	errs = append(errs, c.validateBackfill()...)
 	c.validateOAuth(bad)
 
 	seen := map[string]int{}
@@ -402,6 +421,31 @@ func (c *Config) Validate() error {
 		}
 		if slices.Contains(r.Events, "") || slices.Contains(r.Events, "*") {
 			bad("%s: events lists event types; use event = \"*\" for every event", where)
+		}
+		for _, ev := range append([]string{r.Event}, r.Events...) {
+			if ev == "" {
+				continue
+			}
+			refuse, warn := checkEventType(ev)
+			if refuse != "" {
+				bad("%s: %s", where, refuse)
+			}
+			if warn != "" {
+				c.Warnings = append(c.Warnings, where+": "+warn)
+			}
+		}
+		if r.Channel != "" {
+			if msg := checkChannel("channel", r.Channel); msg != "" {
+				bad("%s: %s", where, msg)
+			}
+		}
+		// Slack writes a reaction :eyes:, reactions.add takes "eyes": both
+		// are accepted, the colons dropped.
+		if len(r.Reaction) > 2 && strings.HasPrefix(r.Reaction, ":") && strings.HasSuffix(r.Reaction, ":") {
+			r.Reaction = r.Reaction[1 : len(r.Reaction)-1]
+		}
+		if strings.ContainsAny(r.Reaction, " \t") || strings.HasPrefix(r.Reaction, ":") || strings.HasSuffix(r.Reaction, ":") {
+			bad("%s: reaction %q must be an emoji name such as \"eyes\" (or \":eyes:\")", where, r.Reaction)
 		}
 		triggers := 0
 		for _, t := range []string{r.Event + strings.Join(r.Events, ""), r.Command, r.CallbackID + r.ActionID} {
@@ -535,7 +579,13 @@ func Secret(name string, getenv func(string) string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%s_FILE: %w", name, err)
 		}
-		return strings.TrimSpace(string(b)), nil
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			// An empty file is a mistake (a credential not yet written, a
+			// redirect that failed), never a way to say "unset".
+			return "", fmt.Errorf("%s_FILE names %s, which is empty: write the secret into it, or unset %s_FILE", name, file, name)
+		}
+		return v, nil
 	default:
 		return strings.TrimSpace(v), nil
 	}

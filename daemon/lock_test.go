@@ -59,9 +59,14 @@ func TestWriteLockHeldByAnotherProcess(t *testing.T) {
 	}
 	// /healthz answers from a write check at most a second old (the one
 	// before the lock may still be it).
+	var h response
 	waitFor(t, "healthz to say 503 while the lock is held", 10*time.Second, func() bool {
-		return lockGetHealth(t, s).Status == http.StatusServiceUnavailable
+		h = lockGetHealth(t, s)
+		return h.Status == http.StatusServiceUnavailable
 	})
+	if !strings.Contains(string(h.Body), "database locked by another process") {
+		t.Fatalf("healthz while the lock is held: %d %q, want 503 saying the database is locked by another process", h.Status, h.Body)
+	}
 	if n := len(api.Calls()); n != 0 {
 		t.Fatalf("%d Slack calls before anything was recorded, want 0", n)
 	}

@@ -94,7 +94,12 @@ type Server struct {
 	probes   *probeCache
 	metrics  *metrics
 	socket   *socketIngress // nil unless [socket_mode] enabled
+	marks    *markTracker   // nil unless catch-up has channels
 	oauth    *oauth.Service // nil without [oauth]
+	// budget is this process's one pace of calls to Slack's history
+	// methods ([backfill] rate), shared by catch-up and anything else
+	// that reads history.
+	budget *slackrate.Budget
 
 	ln   net.Listener
 	http *http.Server
@@ -156,14 +161,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 	// the secret leaves them alone instead of sending them unsigned; and
 	// whether a route is performed from the stored request is decided once
 	// here, not on every ack.
-	cfg.Routes = slices.Clone(cfg.Routes)
-	for i := range cfg.Routes {
-		r := &cfg.Routes[i]
-		r.signed = r.Effect == "forward" && opts.Secrets.ForwardSecret != ""
-		r.fromRequest = r.needsRequest()
-	}
+	cfg.Routes = prepareRoutes(cfg.Routes, opts.Secrets)
 	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
-		bodies: newBodyBudget(opts.BodyBudget), kick: make(chan struct{}, 1)}
+		bodies: newBodyBudget(opts.BodyBudget), kick: make(chan struct{}, 1),
+		budget: slackrate.New(cfg.Backfill.Rate)}
+	if ch := cfg.BackfillChannels(); len(ch) > 0 {
+		s.marks = newMarkTracker(ch)
+	}
 	s.refused = newRefusalLog(s.log, opts.RefusedLogEvery)
 	if opts.Secrets.SigningSecret != "" {
 		// Without a signing secret (Socket Mode alone) the HTTP Slack
@@ -188,23 +192,29 @@ func (c Config) SweepConfig() sweep.Config {
 }
 
 // RoutedSkips keeps the skipped effects (sweep.Config.Skip) that this
-// configuration's routes make rows for: each route's effect, and post for
-// a forward's reply in an event's thread.
+// configuration's routes name. A forward's reply posted in an event's
+// thread is a post row too, but only when the handler replies with text;
+// ForwardRepliesNeedToken says that separately.
 func (c Config) RoutedSkips(skip map[string]string) map[string]string {
 	out := map[string]string{}
 	for _, r := range c.Routes {
-		for _, e := range []string{r.Effect, map[string]string{"forward": "post"}[r.Effect]} {
-			if why, ok := skip[e]; ok {
-				out[e] = why
-			}
+		if why, ok := skip[r.Effect]; ok {
+			out[r.Effect] = why
 		}
 	}
 	return out
 }
 
-// EffectConfig maps configuration and secrets onto the effects'. It makes
-// the process's one budget of history reads (sweep.EffectConfig.History):
-// whatever else reads history (catch-up) must share ec.History.
+// forwardsToEvents reports whether a forward route takes Events API
+// events: its handler's reply becomes a post in the event's thread.
+func (c Config) forwardsToEvents() bool {
+	return slices.ContainsFunc(c.Routes, func(r Route) bool { return r.Effect == "forward" && r.source() == sweep.SourceEvent })
+}
+
+// EffectConfig maps configuration and secrets onto the effects'. Its
+// History budget ([backfill] rate) serves a process that reads history for
+// post confirmation only (sweep --once); serve replaces it with the budget
+// it shares with catch-up.
 func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) sweep.EffectConfig {
 	ec := sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
 		RedeliverSecret: cmp.Or(sec.RedeliverSecret, sec.SigningSecret), HTTPClient: hc, Logger: log,
@@ -263,6 +273,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		Help: "Bytes of the request body budget reserved by Slack requests being read or answered now.",
 	}, func() float64 { return float64(s.bodies.held.Load()) }))
 	ec := s.cfg.EffectConfig(s.opts.Secrets, s.opts.Logger, s.opts.HTTPClient)
+	ec.History = s.budget // catch-up and post confirmation share one pace of history reads
 	ec.OnConfirm = s.metrics.confirmed
 	if s.oauth, err = s.cfg.OAuthService(s.opts.Secrets, st, s.opts.Logger, s.opts.HTTPClient, s.metrics.reg); err != nil {
 		return err
@@ -327,11 +338,20 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	s.goLoop(s.pruneLoop)
 	s.goLoop(s.heartbeatLoop)
 	s.goLoop(func() { s.every(s.refused.every, s.refused.flush) })
+	if s.marks != nil {
+		s.goLoop(s.markLoop)
+		if s.cfg.Backfill.OnStart {
+			s.goLoop(s.catchUpOnStart)
+		}
+	}
 	if s.oauth != nil {
 		s.goLoop(func() { s.oauth.Run(s.ctx) })
 	}
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
+	}
+	for _, w := range s.cfg.Warnings {
+		s.log.Warn("config: " + w)
 	}
 	var slowest time.Duration
 	for _, r := range s.cfg.Routes {
@@ -346,13 +366,23 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		s.log.Warn("routes name effects this daemon cannot perform: their rows stay pending until a process with the credential sweeps them",
 			"skipped", sweep.SkipSummary(skip))
 	}
+	if why, ok := sc.Skip["post"]; ok && s.cfg.forwardsToEvents() {
+		s.log.Info("a forward handler's reply with text is posted in the event's thread with chat.postMessage, which this daemon cannot do: such replies stay pending (a handler that answers with an empty body needs nothing)",
+			"post", why)
+	}
 	if s.cfg.Builtin {
 		s.log.Warn("no routes configured: running the built-in dry run, which logs every event and performs nothing (give --config a file with [[route]] entries)",
 			"config", s.cfg.Source)
 	}
-	s.log.Info("ackd listening", "addr", ln.Addr().String(), "metrics_addr", s.MetricsAddr(), "db", st.Location(), "engine", st.Engine(), "config", s.cfg.Source,
-		"synchronous", s.cfg.Synchronous, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String(),
+	// Each engine says what its own durability settings are: SQLite's
+	// synchronous means nothing to PostgreSQL.
+	attrs := []any{"addr", ln.Addr().String(), "metrics_addr", s.MetricsAddr(), "db", st.Location(), "engine", st.Engine(), "config", s.cfg.Source}
+	if es, ok := st.(interface{ Settings(context.Context) []any }); ok {
+		attrs = append(attrs, es.Settings(ctx)...)
+	}
+	attrs = append(attrs, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String(),
 		"http_slack_routes", s.verify != nil, "socket_mode", s.cfg.Socket.Enabled, "oauth", s.oauth != nil)
+	s.log.Info("ackd listening", attrs...)
 	if err := s.opts.Notifier.Ready(); err != nil {
 		s.log.Warn("sd_notify READY failed", "err", err)
 	}
@@ -660,13 +690,26 @@ func (s *Server) operatorMux(mux *http.ServeMux) *http.ServeMux {
 	return mux
 }
 
+// healthText says why the health write failed, in an operator's words.
+func healthText(err error, engine string) string {
+	switch {
+	case store.IsBusy(err), engine == "sqlite" && errors.Is(err, context.DeadlineExceeded):
+		// SQLite waits for the write lock (busy_timeout) longer than the
+		// check's second: a deadline there is the lock held elsewhere.
+		return "database locked by another process (a sqlite3 session with an open write, a backup by cp, a second ackd): " + err.Error()
+	case store.IsReadOnly(err):
+		return "database is read-only: " + err.Error()
+	}
+	return "database not writable: " + err.Error()
+}
+
 // handleHealth answers from the cached database write check (probes.go):
 // the body says how old it is.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	_, age, err := s.probes.write.get(r.Context())
 	checked := "database write checked " + age.Round(time.Millisecond).String() + " ago"
 	if err != nil {
-		http.Error(w, "database not writable: "+err.Error()+" ("+checked+")", http.StatusServiceUnavailable)
+		http.Error(w, healthText(err, s.store.Engine())+" ("+checked+")", http.StatusServiceUnavailable)
 		return
 	}
 	if !s.healthy() {

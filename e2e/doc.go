@@ -69,6 +69,15 @@
 //
 // -e2e.posts (env ACKD_E2E_POSTS_DURATION) lengthens each run.
 //
+// catchup_test.go runs the binary with catch-up ([backfill]) against the
+// fake Slack's channel history: ackd killed while 62 messages arrive in two
+// channels (three pages each, a thread, a bot's message, a channel_join, the
+// bot's own) and every eligible one acted on exactly once after the restart,
+// late live deliveries of the same messages adding nothing; a SIGKILL in the
+// middle of catch-up, finished by the next start with no row twice; and
+// `ackd backfill --since 1h` twice beside a daemon (the second records
+// nothing), --dry-run, status, and missing_scope.
+//
 // Limits: one machine, one clock; the fake Slack keeps messages but not
 // reactions (so a repeated reactions.add succeeds instead of answering
 // already_reacted, and is counted as a duplicate); the daemon is never

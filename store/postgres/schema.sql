@@ -204,7 +204,6 @@ CREATE TABLE ackd_leases (
   expires_at  bigint NOT NULL
 );
 
-
 -- migrate: 7
 
 -- A post is confirmed before it is repeated (chat.postMessage has no
@@ -226,3 +225,72 @@ ALTER TABLE outbox ADD COLUMN note text;
 UPDATE outbox
    SET first_claimed_at = created_at, outcome_unknown = (attempts > 0)
  WHERE status IN ('pending', 'parked') AND (attempts > 0 OR claim_token IS NOT NULL);
+
+-- migrate: 8
+
+-- Catch-up's position per channel (package catchup): the newest message ts
+-- known to be recorded, moved forward by live message events and by
+-- catch-up, never back. Slack's ts ("1700000000.000100") is kept as text
+-- (COLLATE "C", which orders it by time). resume_from is set while a
+-- catch-up from the mark is under way: every message up to it is recorded,
+-- so a catch-up cut short resumes there. Slack's cursors are not kept.
+CREATE TABLE catchup_marks (
+  channel     text COLLATE "C" PRIMARY KEY,
+  ts          text COLLATE "C" NOT NULL,
+  resume_from text COLLATE "C",
+  updated_at  bigint NOT NULL   -- the database's clock
+);
+
+CREATE VIEW catchup_marks_readable AS
+SELECT channel,
+       ts,
+       to_timestamp(substr(ts, 1, 10)::bigint) AT TIME ZONE 'UTC' AS mark_time,
+       extract(epoch FROM now())::bigint - substr(ts, 1, 10)::bigint AS lag_seconds,
+       resume_from,
+       to_timestamp(updated_at / 1000.0) AT TIME ZONE 'UTC' AS updated
+  FROM catchup_marks;
+
+CREATE VIEW recovered_summary AS
+SELECT split_part(event_id, ':', 1) AS kind,
+       count(*) AS receipts,
+       to_timestamp(max(received_at) / 1000.0) AT TIME ZONE 'UTC' AS newest
+  FROM slack_event_receipts
+ WHERE (event_id >= 'msg:' AND event_id < 'msg;') OR (event_id >= 'mention:' AND event_id < 'mention;')
+ GROUP BY 1;
+
+-- migrate: 9
+
+-- What each running daemon says about itself at its heartbeat (JSON: its
+-- Socket Mode connections, last hello, reconnects), for `ackd status`.
+ALTER TABLE ackd_instances ADD COLUMN state text;
+
+-- A fourth status, 'discarded': an operator gave up on a parked row (`ackd
+-- outbox discard`). It is never performed again, stays for the audit trail
+-- with completed_at the time of the discard, and is pruned on the done rows'
+-- retention.
+ALTER TABLE outbox DROP CONSTRAINT outbox_status_check;
+ALTER TABLE outbox ADD CONSTRAINT outbox_status_check
+  CHECK (status IN ('pending', 'done', 'parked', 'discarded'));
+-- Serves pruning of discarded rows.
+CREATE INDEX outbox_discarded ON outbox (completed_at) WHERE status = 'discarded';
+-- The route that made a row (its payload's "route"), or NULL when the
+-- payload is not JSON (a row parked because it could not be decoded):
+-- `outbox retry|discard --route` must not fail on such a row.
+CREATE FUNCTION ackd_payload_route(payload text) RETURNS text
+  LANGUAGE plpgsql IMMUTABLE
+  AS $$ BEGIN RETURN payload::jsonb->>'route'; EXCEPTION WHEN others THEN RETURN NULL; END $$;
+-- A parked, done or discarded row has no next attempt: the view shows none.
+CREATE OR REPLACE VIEW outbox_readable AS
+SELECT id,
+       idempotency_key,
+       effect,
+       status,
+       attempts,
+       to_timestamp(created_at / 1000.0)      AT TIME ZONE 'UTC' AS created,
+       CASE WHEN status = 'pending'
+            THEN to_timestamp(next_attempt_at / 1000.0) AT TIME ZONE 'UTC' END AS next_attempt,
+       to_timestamp(claim_expires_at / 1000.0) AT TIME ZONE 'UTC' AS lease_until,
+       to_timestamp(completed_at / 1000.0)    AT TIME ZONE 'UTC' AS completed,
+       last_error,
+       result
+  FROM outbox;

@@ -11,14 +11,15 @@ import (
 const QueueCountsSQL = `SELECT
 	(SELECT count(*) FROM outbox WHERE status = 'pending'),
 	(SELECT count(*) FROM outbox WHERE status = 'done'),
-	(SELECT count(*) FROM outbox WHERE status = 'parked')`
+	(SELECT count(*) FROM outbox WHERE status = 'parked'),
+	(SELECT count(*) FROM outbox WHERE status = 'discarded')`
 
 // Queue counts outbox rows by status (from their indexes) and measures the
 // oldest pending row.
 func (s *Store) Queue(ctx context.Context) (Queue, error) {
 	var q Queue
 	// Each count reads only its status's partial index (schema.sql).
-	if err := s.r.QueryRowContext(ctx, QueueCountsSQL).Scan(&q.Pending, &q.Done, &q.Parked); err != nil {
+	if err := s.r.QueryRowContext(ctx, QueueCountsSQL).Scan(&q.Pending, &q.Done, &q.Parked, &q.Discarded); err != nil {
 		return q, fmt.Errorf("queue stats: %w", err)
 	}
 	var oldest sql.NullInt64
@@ -42,9 +43,11 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	now := ms(s.opts.Now())
 	err = s.r.QueryRowContext(ctx, `SELECT
 		(SELECT count(*) FROM slack_event_receipts),
+		(SELECT count(*) FROM slack_event_receipts
+		  WHERE (event_id >= 'msg:' AND event_id < 'msg;') OR (event_id >= 'mention:' AND event_id < 'mention;')),
 		(SELECT count(*) FROM outbox WHERE status = 'pending' AND claim_expires_at > ?),
 		(SELECT user_version FROM pragma_user_version)`, now).
-		Scan(&st.Receipts, &st.Leased, &st.SchemaVersion)
+		Scan(&st.Receipts, &st.Recovered, &st.Leased, &st.SchemaVersion)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
