@@ -39,7 +39,7 @@ type metrics struct {
 	rateWaitSec *prometheus.CounterVec // method, reason
 }
 
-func newMetrics(st store.Store) *metrics {
+func newMetrics(st store.Store, every time.Duration) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		ackLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -118,7 +118,7 @@ func newMetrics(st store.Store) *metrics {
 		&queueCollector{st: st},
 	)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.page = newCached(probeEvery, 5*time.Second, func(context.Context) (metricsPage, error) { return m.render() })
+	m.page = newCached(every, 5*time.Second, func(context.Context) (metricsPage, error) { return m.render() })
 	return m
 }
 
@@ -148,7 +148,7 @@ func (m *metrics) render() (metricsPage, error) {
 // textFormat is the Content-Type of the text exposition format.
 var textFormat = string(expfmt.NewFormat(expfmt.TypeTextPlain))
 
-// handler serves /metrics from a page rendered at most once per probeEvery
+// handler serves /metrics from a page rendered at most once per ProbeEvery
 // (probes.go): gathering (the outbox counts, /proc), encoding and gzipping
 // are done once however often /metrics is scraped, and scrapes within a
 // second of one another get the same page. Only the text format is served

@@ -14,13 +14,14 @@ import (
 // write (on PostgreSQL every replica's probes contend for one row) and each
 // /metrics counts the outbox (and reads /proc, and encodes and gzips every
 // series). So their answers are cached: the write check and the /metrics
-// page are made at most once per probeEvery, however many probes arrive,
+// page are made at most once per Options.ProbeEvery (a second), however
+// many probes arrive,
 // and a probe that comes while one is being made waits for it instead of
 // starting another. 1,000 probes a second cost the database one write and
 // one count a second.
 
-// probeEvery is how long one answer serves probes.
-const probeEvery = time.Second
+// DefaultProbeEvery is the default for Options.ProbeEvery.
+const DefaultProbeEvery = time.Second
 
 // cached runs fn at most once per every and shares its result.
 type cached[T any] struct {
@@ -92,9 +93,9 @@ type probeCache struct {
 	write *cached[struct{}]
 }
 
-func newProbeCache(st store.Store, log *slog.Logger) *probeCache {
+func newProbeCache(st store.Store, log *slog.Logger, every time.Duration) *probeCache {
 	return &probeCache{
-		write: newCached(probeEvery, time.Second, func(ctx context.Context) (struct{}, error) {
+		write: newCached(every, time.Second, func(ctx context.Context) (struct{}, error) {
 			err := st.CheckWrite(ctx)
 			if err != nil {
 				// Once per check, not per probe.

@@ -122,7 +122,7 @@ func TestProbeFloodReachesTheDatabaseOncePerSecond(t *testing.T) {
 	writes, counts := srv.probes.write.checks(), srv.metrics.page.checks()
 	t.Logf("%d probes in %s (%.0f/s): %d write checks, %d /metrics renderings (each one outbox count)", probes.Load(), took.Round(time.Millisecond),
 		float64(probes.Load())/took.Seconds(), writes, counts)
-	limit := int(took/probeEvery) + 2
+	limit := int(took/DefaultProbeEvery) + 2
 	if writes > limit || counts > limit {
 		t.Errorf("%d write checks and %d /metrics renderings in %s, want at most %d each", writes, counts, took, limit)
 	}

@@ -77,6 +77,10 @@ type Options struct {
 	// answers: the first of each is logged, the rest summarized at its end
 	// (default DefaultRefusedLogEvery); see refusalLog.
 	RefusedLogEvery time.Duration
+	// ProbeEvery is how long one /healthz write check and one /metrics page
+	// serve the probes that follow (default DefaultProbeEvery); see
+	// probes.go. Tests that read a gauge as it changes lower it.
+	ProbeEvery time.Duration
 }
 
 // Server is a running ackd.
@@ -153,6 +157,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.ProbeEvery <= 0 {
+		opts.ProbeEvery = DefaultProbeEvery
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 10 * time.Second
@@ -266,8 +273,8 @@ func (s *Server) Open(ctx context.Context) (err error) {
 			st.Close()
 		}
 	}()
-	s.probes = newProbeCache(st, s.log)
-	s.metrics = newMetrics(st)
+	s.probes = newProbeCache(st, s.log, s.opts.ProbeEvery)
+	s.metrics = newMetrics(st, s.opts.ProbeEvery)
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ackd_request_body_bytes_held",
 		Help: "Bytes of the request body budget reserved by Slack requests being read or answered now.",

@@ -237,7 +237,8 @@ func TestBodyBudget(t *testing.T) {
 	t.Parallel()
 	// 2 MiB: the large half holds exactly one 1 MiB body.
 	// A 2.9 s ack budget: a body deadline of 1.45 s.
-	s := startServer(t, configFor(t, "[ack]\nbudget = \"2900ms\"\n"), daemon.Options{BodyBudget: 2 * daemon.MaxBody, RefusedLogEvery: 50 * time.Millisecond})
+	s := startServer(t, configFor(t, "[ack]\nbudget = \"2900ms\"\n"), daemon.Options{BodyBudget: 2 * daemon.MaxBody, RefusedLogEvery: 50 * time.Millisecond,
+		ProbeEvery: time.Millisecond}) // the held gauge read as it changes
 	addr := strings.TrimPrefix(s.URL, "http://")
 	held := func() float64 { return s.scrape().value("ackd_request_body_bytes_held") }
 
@@ -251,10 +252,10 @@ func TestBodyBudget(t *testing.T) {
 	})
 
 	// A Slack-shaped 1 MiB body that sends all but its last byte and stalls
-	// holds the large half until the body deadline. /metrics may show its
-	// bytes up to a second late, so the checks below are only valid if the
-	// staller was still stalled when they ended: if it was cut off first
-	// (a slow machine), they run again with a new one.
+	// holds the large half until the body deadline. The checks below are
+	// only valid if the staller was still stalled when they ended: if it
+	// was cut off first (a slow machine, slow to send it), they run again
+	// with a new one.
 	var got struct{ large, chunkedSmall, chunkedLarge int }
 	var retryAfter string
 	for attempt := 1; ; attempt++ {
