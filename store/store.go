@@ -321,3 +321,23 @@ func (o Options) Next(kind FailKind, attempts int, now time.Time, retryAfter tim
 	}
 	return out
 }
+
+// LockHolder is another session that holds locks on the outbox inside an
+// open transaction, as the database reports it.
+type LockHolder struct {
+	PID         int
+	Application string // application_name ("ackd" for ackd's own sessions)
+	Client      string // client address, or "local"
+	State       string // "idle in transaction", "active", …
+	XactAge     time.Duration
+	StateAge    time.Duration // how long it has been in State
+}
+
+// ClaimBlockers is implemented by engines whose claims pass over rows that
+// other transactions lock (PostgreSQL's FOR UPDATE SKIP LOCKED), to say
+// why a claim took nothing: waiting counts the rows due and free that
+// filter accepts (a claim would take them were they not locked), holders
+// the sessions holding outbox locks in an open transaction, oldest first.
+type ClaimBlockers interface {
+	ClaimBlockers(ctx context.Context, filter *ClaimFilter) (waiting int64, holders []LockHolder, err error)
+}

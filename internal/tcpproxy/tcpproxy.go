@@ -17,6 +17,7 @@
 package tcpproxy
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"testing"
@@ -182,4 +183,11 @@ func (c *pair) dropping() bool {
 	default:
 		return false
 	}
+}
+
+// PGCommit matches a chunk that starts with a PostgreSQL simple-protocol
+// Query message ('Q') whose text says COMMIT (pgx sends "commit" for
+// Tx.Commit, ackd's RecordIntent "COMMIT"): for DropReplyAfter.
+func PGCommit(chunk []byte) bool {
+	return len(chunk) > 5 && chunk[0] == 'Q' && bytes.Contains(bytes.ToLower(chunk[5:]), []byte("commit"))
 }
