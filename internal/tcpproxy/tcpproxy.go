@@ -7,6 +7,12 @@
 //     middlebox). A client that gives up and closes its side is not passed
 //     on either: the server sees a connection that went silent. Connections
 //     opened later pass normally.
+//   - FreezeAfter: one connection goes silent right after its client sent
+//     a matching chunk (a COMMIT): the server works on, nothing crosses.
+//   - FreezeWhenServerSends: a Freeze sprung by the server's answer (the
+//     client never gets it): a session left idle in its transaction.
+//   - RefuseIf: new connections whose first bytes match are closed
+//     unforwarded (PGCancel: PostgreSQL's cancel requests are lost).
 //   - DropReplyAfter: the next connection whose client sends bytes matching
 //     a predicate (a COMMIT) gets nothing more from the server: the request
 //     reaches the server, its answer is read and thrown away.
@@ -30,10 +36,23 @@ type Proxy struct {
 	done   chan struct{} // closed by Close
 	once   sync.Once
 
-	mu    sync.Mutex
-	conns []*pair
-	drop  func([]byte) bool // armed DropReplyAfter predicate; nil when none
+	mu     sync.Mutex
+	conns  []*pair
+	traps  []trap            // armed, each sprung once
+	refuse func([]byte) bool // RefuseIf: a new connection's first chunk → close it unforwarded
 }
+
+// trap is one armed one-shot trap.
+type trap struct {
+	kind  int // trapDrop, trapFreezeConn or trapFreezeAll
+	match func([]byte) bool
+}
+
+const (
+	trapDrop       = iota // DropReplyAfter: client chunk → drop the server's bytes
+	trapFreezeConn        // FreezeAfter: client chunk → freeze that connection after it
+	trapFreezeAll         // FreezeWhenServerSends: server chunk → freeze all, hold it
+)
 
 // pair is one proxied connection.
 type pair struct {
@@ -86,22 +105,71 @@ func (p *Proxy) Freeze() int {
 
 // DropReplyAfter arms a one-shot trap: the first connection whose client
 // sends a chunk for which match is true gets nothing more from the server.
-// The matching chunk itself is forwarded.
-func (p *Proxy) DropReplyAfter(match func(chunk []byte) bool) {
+// The matching chunk itself is forwarded. Each call arms one more trap.
+func (p *Proxy) DropReplyAfter(match func(chunk []byte) bool) { p.arm(trapDrop, match) }
+
+// FreezeAfter arms a one-shot trap: the first connection whose client
+// sends a chunk for which match is true is frozen (that connection only)
+// right after the chunk is forwarded. The server gets the request; neither
+// its answer nor the client's giving up ever crosses. Each call arms one
+// more trap.
+func (p *Proxy) FreezeAfter(match func(chunk []byte) bool) { p.arm(trapFreezeConn, match) }
+
+// FreezeWhenServerSends arms a one-shot trap: the first chunk from the
+// server for which match is true freezes every open connection (Freeze)
+// before that chunk is passed on; the client never gets it. A server that
+// answered a statement inside a transaction is then left idle in that
+// transaction, holding its locks, with a client that hears nothing.
+func (p *Proxy) FreezeWhenServerSends(match func(chunk []byte) bool) { p.arm(trapFreezeAll, match) }
+
+// RefuseIf closes, unforwarded, every new connection whose client's first
+// chunk matches (nil: refuse none); connections whose first chunk does not
+// match pass as usual. With PGCancel it drops PostgreSQL cancel requests,
+// which pgx sends on a connection of their own when it gives up on a
+// statement.
+func (p *Proxy) RefuseIf(match func(first []byte) bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.drop = match
+	p.refuse = match
 }
 
-// takeDrop reports whether chunk springs the armed trap, disarming it.
-func (p *Proxy) takeDrop(chunk []byte) bool {
+// refused reports whether a connection's first chunk is to be refused.
+func (p *Proxy) refused(first []byte) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.drop == nil || !p.drop(chunk) {
-		return false
+	return p.refuse != nil && p.refuse(first)
+}
+
+func (p *Proxy) arm(kind int, match func([]byte) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.traps = append(p.traps, trap{kind: kind, match: match})
+}
+
+// spring reports whether chunk springs an armed trap of kind, disarming it.
+func (p *Proxy) spring(kind int, chunk []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, t := range p.traps {
+		if t.kind == kind && t.match(chunk) {
+			p.traps = append(p.traps[:i], p.traps[i+1:]...)
+			return true
+		}
 	}
-	p.drop = nil
-	return true
+	return false
+}
+
+// Frozen counts the connections frozen so far.
+func (p *Proxy) Frozen() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.conns {
+		if c.isFrozen() {
+			n++
+		}
+	}
+	return n
 }
 
 func (p *Proxy) accept() {
@@ -136,19 +204,34 @@ func (p *Proxy) accept() {
 // end (EOF or error) closes both sides unless the pair is frozen.
 func (p *Proxy) pipe(c *pair, src, dst net.Conn, fromClient bool) {
 	buf := make([]byte, 64<<10)
-	for {
+	for first := fromClient; ; first = false {
 		n, err := src.Read(buf)
+		if first && n > 0 && p.refused(buf[:n]) {
+			c.client.Close()
+			c.server.Close()
+			return
+		}
 		if n > 0 {
 			if c.isFrozen() {
 				<-p.done // hold the bytes until the proxy closes
 				return
 			}
 			chunk := buf[:n]
-			if fromClient && p.takeDrop(chunk) {
+			if !fromClient && p.spring(trapFreezeAll, chunk) {
+				p.Freeze()
+				<-p.done
+				return
+			}
+			if fromClient && p.spring(trapDrop, chunk) {
 				c.dropOnce.Do(func() { close(c.dropReplies) })
 			}
 			if !fromClient && c.dropping() {
 				continue
+			}
+			if fromClient && p.spring(trapFreezeConn, chunk) {
+				// Frozen before this last chunk is written, so no answer
+				// to it can slip through; the chunk itself still goes.
+				c.freezeOnce.Do(func() { close(c.frozen) })
 			}
 			if _, werr := dst.Write(chunk); werr != nil {
 				err = werr
@@ -190,4 +273,10 @@ func (c *pair) dropping() bool {
 // Tx.Commit, ackd's RecordIntent "COMMIT"): for DropReplyAfter.
 func PGCommit(chunk []byte) bool {
 	return len(chunk) > 5 && chunk[0] == 'Q' && bytes.Contains(bytes.ToLower(chunk[5:]), []byte("commit"))
+}
+
+// PGCancel matches a PostgreSQL CancelRequest packet (length 16, code
+// 80877102), for RefuseIf.
+func PGCancel(first []byte) bool {
+	return len(first) == 16 && bytes.Equal(first[:8], []byte{0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e})
 }

@@ -95,4 +95,29 @@ func TestProxy(t *testing.T) {
 	if got, ok := roundTrip(t, c, "new", 5*time.Second); !ok || got != "new" {
 		t.Fatalf("a connection opened after the freeze: got %q, %v", got, ok)
 	}
+
+	p.FreezeWhenServerSends(func(chunk []byte) bool { return bytes.Contains(chunk, []byte("secret")) })
+	if _, ok := roundTrip(t, c, "a secret", 200*time.Millisecond); ok {
+		t.Fatal("the chunk that sprang the freeze came through")
+	}
+	if n := p.Frozen(); n != 3 {
+		t.Fatalf("frozen = %d, want all 3", n)
+	}
+
+	d, e := dial(t, p.Addr()), dial(t, p.Addr())
+	p.FreezeAfter(func(chunk []byte) bool { return bytes.Contains(chunk, []byte("last")) })
+	if _, ok := roundTrip(t, d, "last words", 200*time.Millisecond); ok {
+		t.Fatal("the answer to the chunk that froze its connection came through")
+	}
+	if got, ok := roundTrip(t, e, "still here", 5*time.Second); !ok || got != "still here" {
+		t.Fatalf("FreezeAfter froze another connection: %q, %v", got, ok)
+	}
+
+	p.RefuseIf(func(first []byte) bool { return bytes.HasPrefix(first, []byte("cancel")) })
+	if _, ok := roundTrip(t, dial(t, p.Addr()), "cancel it", time.Second); ok {
+		t.Fatal("a refused connection was forwarded")
+	}
+	if got, ok := roundTrip(t, dial(t, p.Addr()), "hello again", 5*time.Second); !ok || got != "hello again" {
+		t.Fatalf("a connection that does not match was refused: %q, %v", got, ok)
+	}
 }
