@@ -3,6 +3,8 @@ package daemon_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/internal/pgtest"
 	"github.com/ackd/ackd/internal/tcpproxy"
 	"github.com/ackd/ackd/store/postgres"
@@ -85,7 +88,8 @@ func waitForSyncRep(t *testing.T, dsn string) {
 // commit: events get 500 (Slack's retry is deduplicated), a slash command
 // the honest unknown_text. When the standby requirement goes away the
 // waiting intents commit, Slack's retry is a duplicate, and every row is
-// performed once.
+// performed once. Socket Mode acks follow the same rule: acked when
+// recorded, not acked when unknown (Slack re-sends; the receipt dedups).
 func TestSynchronousStandbyPostgres(t *testing.T) {
 	c := pgtest.Private(t)
 	t.Parallel()
@@ -95,10 +99,22 @@ func TestSynchronousStandbyPostgres(t *testing.T) {
 	}
 	p := tcpproxy.New(t, u.Host)
 	u.Host = p.Addr()
-	cfg := configFor(t, outcomeConfig)
+	// Socket Mode beside HTTP: an envelope is acked by the same rule.
+	api := fakeslack.New(t, evBotToken)
+	sock := api.SocketMode(t, sockAppToken)
+	sock.AckTimeout = time.Minute // the test re-sends by hand
+	cfg := configFor(t, fmt.Sprintf("[slack]\napi_url = %q\n[socket_mode]\nenabled = true\n", api.URL())+outcomeConfig)
 	cfg.DB = u.String()
-	s := startServer(t, cfg, daemon.Options{})
+	s := startServer(t, cfg, daemon.Options{Secrets: daemon.Secrets{AppToken: sockAppToken}})
 	t.Cleanup(p.Close) // before the server's close: no frozen connection to wait for
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", s.Logs)
+		}
+	})
+	if !sock.Wait(10*time.Second, func() bool { return len(sock.Open()) >= 1 }) {
+		t.Fatalf("no Socket Mode connection; log:\n%s", s.Logs)
+	}
 	if r := s.postEvent(eventBody("EvWarm", mention("C1", "1.1", "hi"))); r.Status != 200 {
 		t.Fatalf("warm-up answered %d", r.Status)
 	}
@@ -110,6 +126,7 @@ func TestSynchronousStandbyPostgres(t *testing.T) {
 	t.Run("a COMMIT the server finishes after ackd gave up is answered as recorded", func(t *testing.T) {
 		var answers [3]response
 		var wg sync.WaitGroup
+		sock.Send("sync", "events_api", json.RawMessage(eventBody("EvSockSync", mention("C1", "2.3", "hello"))))
 		wg.Go(func() { answers[0] = s.postEvent(eventBody("EvSync", mention("C1", "2.2", "hello"))) })
 		wg.Go(func() {
 			answers[1] = s.postForm("/slack/commands", cmdForm("/deploy", "api", "1.2.sync", "http://127.0.0.1:1/r"))
@@ -126,8 +143,11 @@ func TestSynchronousStandbyPostgres(t *testing.T) {
 		if r := answers[1]; !strings.Contains(r.Body, "On it.") {
 			t.Errorf("command answered %q, want its ack text", r.Body)
 		}
-		if n := pgtest.Count(t, c.URL, `SELECT count(*) FROM slack_event_receipts`); n != 4 {
-			t.Errorf("receipts = %d, want 4: the answers said recorded", n)
+		if !sock.Wait(10*time.Second, func() bool { return sock.Acked("sync") }) {
+			t.Errorf("the Socket Mode envelope was not acked; log:\n%s", s.Logs)
+		}
+		if n := pgtest.Count(t, c.URL, `SELECT count(*) FROM slack_event_receipts`); n != 5 {
+			t.Errorf("receipts = %d, want 5: the answers said recorded", n)
 		}
 		if s.Logs.Find("msg", "intent not recorded: nothing was written") != nil {
 			t.Errorf("ackd said nothing was written:\n%s", s.Logs)
@@ -138,9 +158,16 @@ func TestSynchronousStandbyPostgres(t *testing.T) {
 		// pgx gives up on a statement with a cancel request (which ends
 		// the server's wait: the first case); here it is lost too.
 		p.RefuseIf(tcpproxy.PGCancel)
-		p.FreezeAfter(tcpproxy.PGCommit)
-		p.FreezeAfter(tcpproxy.PGCommit)
+		// RecordIntent sends "COMMIT"; a sweep's claim sends pgx's "commit".
+		intentCommit := func(chunk []byte) bool {
+			return tcpproxy.PGCommit(chunk) && bytes.Contains(chunk, []byte("COMMIT"))
+		}
+		p.FreezeAfter(intentCommit)
+		p.FreezeAfter(intentCommit)
+		p.FreezeAfter(intentCommit)
 		ev := eventBody("EvSilent", mention("C1", "3.3", "hello"))
+		sockEv := json.RawMessage(eventBody("EvSockSilent", mention("C1", "3.4", "hello")))
+		sock.Send("silent", "events_api", sockEv)
 		var answers [2]response
 		var wg sync.WaitGroup
 		wg.Go(func() { answers[0] = s.postEvent(ev) })
@@ -157,21 +184,35 @@ func TestSynchronousStandbyPostgres(t *testing.T) {
 		if s.Logs.Find("msg", "intent outcome unknown: its commit got no answer and the database could not say in time whether it was recorded") == nil {
 			t.Errorf("no log line says the outcome is unknown:\n%s", s.Logs)
 		}
+		waitFor(t, "the Socket Mode envelope's answer", 10*time.Second, func() bool {
+			return s.Logs.Find("event_id", "EvSockSilent", "outcome", "unknown", "acked", false) != nil
+		})
+		if sock.Acked("silent") {
+			t.Errorf("an envelope whose intent may not be recorded was acked")
+		}
 
 		// The standby requirement goes: the waiting commits finish.
 		c.SQL(t, `ALTER SYSTEM RESET synchronous_standby_names`)
 		c.SQL(t, `SELECT pg_reload_conf()`)
 		waitFor(t, "the waiting intents to commit", 30*time.Second, func() bool {
-			return pgtest.Count(t, c.URL, `SELECT count(*) FROM slack_event_receipts`) == 6
+			return pgtest.Count(t, c.URL, `SELECT count(*) FROM slack_event_receipts`) == 8
 		})
 		if r := s.postEvent(ev); r.Status != 200 || outcomeOf(r) != "duplicate" {
 			t.Fatalf("Slack's retry: %d %s, want 200 duplicate", r.Status, outcomeOf(r))
 		}
+		sock.Send("silent-again", "events_api", sockEv)
+		if !sock.Wait(10*time.Second, func() bool { return sock.Acked("silent-again") }) {
+			t.Errorf("Slack's re-send over Socket Mode is not acked; log:\n%s", s.Logs)
+		}
+		waitFor(t, "the re-send logged as a duplicate", 10*time.Second, func() bool {
+			return s.Logs.Find("event_id", "EvSockSilent", "outcome", "duplicate", "acked", true) != nil
+		})
 	})
 
 	waitFor(t, "every row done", 30*time.Second, func() bool {
-		return pgtest.Count(t, c.URL, `SELECT count(*) FROM outbox WHERE status = 'done'`) == 6
+		return pgtest.Count(t, c.URL, `SELECT count(*) FROM outbox WHERE status = 'done'`) == 8
 	})
+
 	if n := pgtest.Count(t, c.URL, `SELECT count(*) FROM outbox WHERE attempts <> 1`); n != 0 {
 		t.Fatalf("%d rows performed more than once", n)
 	}
