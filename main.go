@@ -684,6 +684,8 @@ func outcomeText(outcome, reason string) string {
 		return "url_verification challenge answered"
 	case "failed":
 		return "failed: not recorded within the ack budget"
+	case "unknown":
+		return "unknown: the commit got no answer and the database could not say whether it was recorded"
 	default:
 		return outcome
 	}

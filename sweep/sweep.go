@@ -518,6 +518,10 @@ func (c *completer) write(batch []completion) {
 		took := time.Since(x.start)
 		outcome := OutcomeDone
 		switch {
+		case errors.Is(err, store.ErrOutcomeUnknown):
+			outcome, c.errs[x.i] = OutcomeError, err
+			s.logRow(slog.LevelError, x.row, "effect performed; whether its completion was recorded is unknown: if it was not, the effect repeats after the lease",
+				"outcome", OutcomeError, "latency_ms", took.Milliseconds(), "err", err)
 		case err != nil:
 			outcome, c.errs[x.i] = OutcomeError, err
 			s.logRow(slog.LevelError, x.row, "effect performed but completion not recorded; it will repeat after the lease",
