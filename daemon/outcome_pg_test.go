@@ -21,10 +21,13 @@ import (
 )
 
 // outcomeConfig logs every event, the /deploy command (acked "On it.") and
-// the "note" button.
+// the "note" button, and words its own unknown_text.
 const outcomeConfig = `
 [sweep]
 interval = "100ms"
+
+[commands]
+unknown_text = "Not sure that was recorded: check #deploys before trying again."
 
 [[route]]
 name   = "events"
@@ -178,7 +181,7 @@ func TestSynchronousStandbyPostgres(t *testing.T) {
 		if r := answers[0]; r.Status != 500 || outcomeOf(r) != "unknown" {
 			t.Errorf("event: %d %s, want 500 unknown", r.Status, outcomeOf(r))
 		}
-		if r := answers[1]; r.Status != 200 || outcomeOf(r) != "unknown" || !strings.Contains(r.Body, "could not confirm") {
+		if r := answers[1]; r.Status != 200 || outcomeOf(r) != "unknown" || !strings.Contains(r.Body, "check #deploys before trying again") {
 			t.Errorf("command: %d %s %q, want 200 unknown with unknown_text", r.Status, outcomeOf(r), r.Body)
 		}
 		if s.Logs.Find("msg", "intent outcome unknown: its commit got no answer and the database could not say in time whether it was recorded") == nil {

@@ -110,11 +110,11 @@ func (s *Store) RecordIntent(ctx context.Context, in store.Intent) (first bool, 
 		b.Queue(insertRequest, off, in.EventID, r.ContentType, body)
 	}
 	queueRows(b, off, in.Rows)
-	// COMMIT itself waits as long as the server's durability settings make
-	// it (a synchronous standby's confirmation): ackd's own statement
-	// timeout must not cut that wait short and turn "replicated" into
-	// "committed locally". Its answer is bounded on this side (commitCtx)
-	// and resolved by pg_xact_status.
+	// COMMIT runs without the statements' server-side timeout: how long it
+	// waits (for a synchronous standby's confirmation) is bounded on this
+	// side only (commitCtx), and what became of it is then asked with
+	// pg_xact_status. (When pgx gives up it sends a cancel request, which
+	// ends a standby wait with the transaction committed locally.)
 	b.Queue(`SELECT set_config('statement_timeout', '0', true)`)
 	if err := conn.SendBatch(commitCtx, b).Close(); err != nil {
 		// COMMIT was never sent: the transaction cannot commit.
