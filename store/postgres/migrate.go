@@ -87,7 +87,7 @@ func (s *Store) migrate(ctx context.Context) error {
 
 // migrateLockTries bounds how often a migration is tried again after it
 // gave up waiting for a table lock.
-const migrateLockTries = 30
+const migrateLockTries = 60
 
 // migrateOne applies one migration in its own transaction. Its statements
 // wait for table locks at most migrateLockTimeout: an ALTER TABLE queued

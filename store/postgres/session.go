@@ -46,8 +46,10 @@ var roleTimeouts = map[string]sessionTimeouts{
 }
 
 // migrateLockTimeout bounds how long a migration's statement waits for a
-// table lock before it gives up and tries again (migrate).
-const migrateLockTimeout = 2 * time.Second
+// table lock before it gives up and tries again (migrate): statements
+// queued behind its lock request (an ack's inserts) wait at most that, well
+// inside the ack budget.
+const migrateLockTimeout = 500 * time.Millisecond
 
 // TCP settings of every connection (both ends): keepalive probes after
 // tcpIdle of silence, every tcpInterval, tcpCount of them; unacknowledged
