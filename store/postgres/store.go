@@ -3,9 +3,10 @@
 // the contract's rules (package store); what differs from SQLite is how:
 //
 //   - Dedup: INSERT … ON CONFLICT (event_id) DO NOTHING and that statement's
-//     row count, sent with the outbox inserts as one pipelined batch, which
-//     PostgreSQL runs as one implicit transaction; RecordIntent returns after
-//     the server answered the batch's Sync, i.e. after the commit.
+//     row count, sent with BEGIN, the transaction's id and the outbox
+//     inserts as one pipelined batch, then COMMIT alone; RecordIntent
+//     returns after the commit's answer (or, when none came, after
+//     pg_xact_status gave one).
 //   - Claims: one UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED)
 //     statement; competing replicas skip each other's rows instead of
 //     waiting on them.
