@@ -24,7 +24,7 @@ const (
 	outcomeRejected  = "rejected"  // not authenticated, or not a Slack request
 	outcomeFailed    = "failed"    // intent not durable within the ack budget: nothing was written
 	// The intent's COMMIT got no answer and the database could not say in
-	// time whether it committed (store.ErrOutcomeUnknown): it may be
+	// time whether it committed (store.ErrCommitUnknown): it may be
 	// recorded. Answered like a failure where Slack's retry is safe (it is
 	// deduplicated), and with an honest text to a slash command.
 	outcomeUnknown = "unknown"
@@ -232,7 +232,7 @@ func (s *Server) record(ctx context.Context, req request, a answer, in store.Int
 	in.ResolveBy = answerBy(req.start)
 	first, err := s.store.RecordIntent(ctx, in)
 	switch {
-	case errors.Is(err, store.ErrOutcomeUnknown):
+	case errors.Is(err, store.ErrCommitUnknown):
 		a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeUnknown, err
 		a.reason = "commit outcome unknown at Slack's deadline; a retry is deduplicated if it was recorded"
 	case err != nil:
@@ -290,10 +290,17 @@ func (s *Server) handleEvents(ctx context.Context, req request) answer {
 		}
 		if ignored != "" {
 			a.outcome, a.reason = outcomeIgnored, ignored
+			s.marks.saw(env.Inner)
 			return a
 		}
 		in := withRequest(store.Intent{EventID: env.EventID, EventType: env.Inner.Type, Rows: rows}, sweep.ContentTypeJSON, req.body)
-		return s.record(ctx, req, a, in)
+		a = s.record(ctx, req, a, in)
+		if a.outcome != outcomeFailed && a.outcome != outcomeUnknown {
+			// Recorded (now or before): catch-up's mark may move past it;
+			// not past one that may not be recorded.
+			s.marks.saw(env.Inner)
+		}
+		return a
 	case "app_rate_limited":
 		// Slack is dropping our events for a minute: worth an operator's look,
 		// but the answer is still 200.
@@ -461,7 +468,7 @@ func (s *Server) performInline(ctx context.Context, a answer, key, token string,
 	// the attempt, and writeBy its completion).
 	att, err := s.sweeper.PerformClaimed(s.ctx, token, leaseEnd, row, left, writeBy)
 	switch {
-	case errors.Is(err, store.ErrOutcomeUnknown):
+	case errors.Is(err, store.ErrCommitUnknown):
 		a.err = err
 		a.reason = "inline attempt's result may not be recorded (its commit got no answer); if not, the row is retried after its lease"
 	case err != nil:

@@ -50,7 +50,7 @@ type Store interface {
 	// intent reached a transaction, nothing is ever written.
 	//
 	// Its answer is exact: nil means committed; an error means nothing was
-	// written, except ErrOutcomeUnknown, which means the commit was asked
+	// written, except ErrCommitUnknown, which means the commit was asked
 	// for and whether it happened could not be learnt by in.ResolveBy
 	// (the intent may be recorded; a redelivery is deduplicated).
 	RecordIntent(ctx context.Context, in Intent) (first bool, err error)
@@ -71,6 +71,12 @@ type Store interface {
 	// step from taking rows a sweeper is working on; judging a lease by its
 	// own length keeps a claimer with a shorter lease setting from taking a
 	// live longer one.
+	//
+	// A claim records what an attempt needs to know about the ones before
+	// it: FirstClaimedAt (the first claim's time, kept), and OutcomeUnknown
+	// when it takes a row whose lease another token held and let expire
+	// (that claimer neither completed nor failed the row: it may have
+	// performed the effect and died before saying so).
 	Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *ClaimFilter) ([]Row, error)
 	// Complete marks row id done if token still holds it, counting the
 	// successful attempt (attempts+1: a row done on its first attempt shows
@@ -80,13 +86,14 @@ type Store interface {
 	Complete(ctx context.Context, id int64, token, result string, followUps []NewRow) (held bool, err error)
 	// CompleteBatch is Complete for many rows of one claim, in one
 	// transaction: each row is marked done (its attempt counted, as
-	// Complete does) only if token still holds it, and its follow-ups are
-	// enqueued only then. held[i] reports the fence
+	// Complete does, and its Note stored) only if token still holds it, and
+	// its follow-ups are enqueued only then. held[i] reports the fence
 	// of done[i] (false: that row's lease was lost and nothing of it was
 	// written); the other rows are unaffected. An error means nothing was
 	// written.
 	CompleteBatch(ctx context.Context, token string, done []Completion) (held []bool, err error)
-	// Fail records a failed attempt if token still holds the row.
+	// Fail records a failed attempt if token still holds the row. Kind
+	// FailUnknown also marks the row OutcomeUnknown.
 	Fail(ctx context.Context, id int64, token string, kind FailKind, msg string, retryAfter time.Duration) (FailResult, error)
 
 	// Get and GetByKey return one row, with Row.Request filled in when the
@@ -130,6 +137,9 @@ type Store interface {
 	// Retire deletes instance id's row (a clean shutdown).
 	Retire(ctx context.Context, id string) error
 
+	// Catch-up's marks and recovered messages (see marks.go).
+	MarkStore
+
 	// Installations: many workspaces ([oauth]), see installs.go.
 	Installations
 
@@ -147,6 +157,7 @@ type Completion struct {
 	ID        int64
 	Result    string   // stored in result; "" stores NULL
 	FollowUps []NewRow // enqueued in the same transaction, only if the fence holds
+	Note      string   // stored in note (Row.Note); "" stores NULL
 }
 
 // ClaimFilter restricts a claim to rows a process can perform. A sweep
@@ -168,12 +179,12 @@ var (
 	// ErrUnavailable: the database cannot be reached or cannot write (server
 	// down, disk full, I/O error). Nothing of the failed call was committed.
 	ErrUnavailable = errors.New("database unavailable")
-	// ErrOutcomeUnknown: COMMIT was sent, its answer was lost or cut off
+	// ErrCommitUnknown: COMMIT was sent, its answer was lost or cut off
 	// (a reply lost on the network, a synchronous standby that does not
 	// confirm), and the database could not say in time whether the
 	// transaction committed. The call's writes may or may not be there.
 	// It never wraps ErrUnavailable, whose promise is "nothing written".
-	ErrOutcomeUnknown = errors.New("commit outcome unknown")
+	ErrCommitUnknown = errors.New("commit outcome unknown")
 )
 
 // Roles a process opens a store for (Options.Role). PostgreSQL picks its

@@ -265,7 +265,7 @@ type Attempt struct {
 // before leaseEnd, so that no other process may take the row while its
 // result is still being written. A failure is recorded as any attempt's
 // is, so the sweep retries the row after its backoff. The error is a
-// database error (store.ErrOutcomeUnknown: the result may be recorded).
+// database error (store.ErrCommitUnknown: the result may be recorded).
 func (s *Sweeper) PerformClaimed(ctx context.Context, token string, leaseEnd time.Time, row store.Row, limit time.Duration, writeBy time.Time) (Attempt, error) {
 	var (
 		outcome string
@@ -378,10 +378,19 @@ func writeCtx(ctx context.Context, writeBy time.Time) (context.Context, context.
 func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, out Outcome, start, writeBy time.Time) (string, error) {
 	wctx, cancel := writeCtx(ctx, writeBy)
 	defer cancel()
-	held, err := s.store.Complete(wctx, row.ID, token, out.Result, out.FollowUps)
+	var held bool
+	var err error
+	if out.Note == "" {
+		held, err = s.store.Complete(wctx, row.ID, token, out.Result, out.FollowUps)
+	} else {
+		// Only CompleteBatch stores a note.
+		var hs []bool
+		hs, err = s.store.CompleteBatch(wctx, token, []store.Completion{{ID: row.ID, Result: out.Result, FollowUps: out.FollowUps, Note: out.Note}})
+		held = err == nil && len(hs) == 1 && hs[0]
+	}
 	took := time.Since(start)
 	switch {
-	case errors.Is(err, store.ErrOutcomeUnknown):
+	case errors.Is(err, store.ErrCommitUnknown):
 		s.logRow(slog.LevelError, row, "effect performed; whether its completion was recorded is unknown: if it was not, the effect repeats after the lease",
 			"outcome", OutcomeError, "latency_ms", took.Milliseconds(), "err", err)
 		return "", err
@@ -406,6 +415,13 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 	f := AsFailure(effErr)
 	kind, retryAfter := store.FailRetryable, f.RetryAfter
 	switch f.Class {
+	case Retryable:
+		if !f.NotSent {
+			// The request went out and no definite answer came back:
+			// it may have taken effect (a post is then confirmed
+			// before it is made again).
+			kind = store.FailUnknown
+		}
 	case Permanent:
 		kind = store.FailPermanent
 	case RateLimited, Waiting:
@@ -554,7 +570,7 @@ func (c *completer) write(batch []completion) {
 	s := c.s
 	done := make([]store.Completion, len(batch))
 	for j, x := range batch {
-		done[j] = store.Completion{ID: x.row.ID, Result: x.out.Result, FollowUps: x.out.FollowUps}
+		done[j] = store.Completion{ID: x.row.ID, Result: x.out.Result, FollowUps: x.out.FollowUps, Note: x.out.Note}
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), writeTimeout)
 	held, err := s.store.CompleteBatch(wctx, c.token, done)
@@ -563,7 +579,7 @@ func (c *completer) write(batch []completion) {
 		took := time.Since(x.start)
 		outcome := OutcomeDone
 		switch {
-		case errors.Is(err, store.ErrOutcomeUnknown):
+		case errors.Is(err, store.ErrCommitUnknown):
 			outcome, c.errs[x.i] = OutcomeError, err
 			s.logRow(slog.LevelError, x.row, "effect performed; whether its completion was recorded is unknown: if it was not, the effect repeats after the lease",
 				"outcome", OutcomeError, "latency_ms", took.Milliseconds(), "err", err)

@@ -29,7 +29,7 @@ import (
 //	             has not yet noticed the dead connection): asked again
 //
 // and an outcome still open at the deadline, or a server that cannot be
-// asked, is store.ErrOutcomeUnknown. pg_xact_status reports "in progress"
+// asked, is store.ErrCommitUnknown. pg_xact_status reports "in progress"
 // until the committing backend has made its transaction visible, so a
 // "committed" answer means other sessions see the rows.
 
@@ -70,7 +70,7 @@ func commitWindow(ctx context.Context) (cctx context.Context, cancel context.Can
 // outcome asks pg_xact_status what became of transaction xid (its
 // pg_current_xact_id() as text) until by, on another connection than the
 // one that sent COMMIT. committed reports the answer when err is nil; err
-// wraps store.ErrOutcomeUnknown when there was none by then.
+// wraps store.ErrCommitUnknown when there was none by then.
 func (s *Store) outcome(ctx context.Context, xid string, by time.Time) (committed bool, err error) {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
 	defer cancel()
@@ -81,7 +81,7 @@ func (s *Store) outcome(ctx context.Context, xid string, by time.Time) (committe
 		err := s.pool.QueryRow(ctx, `SELECT pg_xact_status($1::xid8)`, xid).Scan(&status)
 		switch {
 		case err == nil && status == nil:
-			return false, fmt.Errorf("%w: transaction %s is too old for pg_xact_status", store.ErrOutcomeUnknown, xid)
+			return false, fmt.Errorf("%w: transaction %s is too old for pg_xact_status", store.ErrCommitUnknown, xid)
 		case err == nil && *status == "committed":
 			return true, nil
 		case err == nil && *status == "aborted":
@@ -93,7 +93,7 @@ func (s *Store) outcome(ctx context.Context, xid string, by time.Time) (committe
 		}
 		select {
 		case <-ctx.Done():
-			return false, fmt.Errorf("%w: %w", store.ErrOutcomeUnknown, last)
+			return false, fmt.Errorf("%w: %w", store.ErrCommitUnknown, last)
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 200*time.Millisecond)
@@ -102,7 +102,7 @@ func (s *Store) outcome(ctx context.Context, xid string, by time.Time) (committe
 
 // settle turns COMMIT's error into the call's answer: nil (committed,
 // whether COMMIT said so or pg_xact_status did), the commit error (aborted:
-// nothing written), or an error wrapping store.ErrOutcomeUnknown. xid ""
+// nothing written), or an error wrapping store.ErrCommitUnknown. xid ""
 // (the transaction wrote nothing) cannot be asked about and needs no
 // asking: its commit error stands.
 func (s *Store) settle(ctx context.Context, commitErr error, xid string, by time.Time) error {

@@ -51,7 +51,7 @@ const (
 // come (the ack budget ran out while the server was committing, a reply
 // lost on the network) is resolved with pg_xact_status until in.ResolveBy
 // (commit.go): committed is success, aborted is failure, and an outcome
-// still open is store.ErrOutcomeUnknown. Within the transaction the
+// still open is store.ErrCommitUnknown. Within the transaction the
 // statements' statement_timeout and lock_timeout are what is left of ctx's
 // time, so the server never works on an intent its caller gave up on;
 // COMMIT has none (see below).
