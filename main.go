@@ -20,7 +20,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +31,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/internal/buildinfo"
 	"github.com/ackd/ackd/slacksim"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
@@ -39,9 +39,6 @@ import (
 
 //go:embed schema.sql
 var schema string
-
-// version is set at build time with -ldflags "-X main.version=…".
-var version = ""
 
 func main() {
 	if err := newRoot(os.Stdout, os.Stderr).Execute(); err != nil {
@@ -652,27 +649,10 @@ func outcomeText(outcome, reason string) string {
 func versionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
+		Short: "Print the version, the commit it was built from and the Go version",
 		Args:  cobra.NoArgs,
 		Run: func(*cobra.Command, []string) {
-			v, rev := version, ""
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				if v == "" {
-					v = bi.Main.Version
-				}
-				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" {
-						rev = s.Value
-					}
-				}
-			}
-			if v == "" {
-				v = "(devel)"
-			}
-			if rev != "" {
-				v += " " + rev
-			}
-			fmt.Fprintln(g.stdout, "ackd", v)
+			fmt.Fprintln(g.stdout, buildinfo.Read())
 		},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ackd/ackd/internal/buildinfo"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
 )
@@ -65,8 +66,14 @@ func newMetrics(st store.Store) *metrics {
 			Help: "Sweeps that failed on the database.",
 		}),
 	}
+	bi := buildinfo.Read()
 	m.reg.MustRegister(m.ackLatency, m.requests, m.attempts, m.effectLatency, m.fenced, m.parked,
 		m.sweepDuration, m.sweepErrors,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "ackd_build_info",
+			Help:        "Always 1; the labels say which ackd is running (ackd version prints the same).",
+			ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit, "goversion": bi.GoVersion},
+		}, func() float64 { return 1 }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ackd_sqlite_busy_errors_total",
 			Help: "SQLite SQLITE_BUSY/SQLITE_LOCKED errors (another connection or process held the write lock too long).",
