@@ -312,11 +312,18 @@ func skipsOf(skip map[string]string, res sweep.Result) map[string]string {
 }
 
 func migrateCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var dryRun bool
+	c := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade the database schema (serve also does this at start)",
-		Args:  cobra.NoArgs,
+		Long: "Create or upgrade the database schema (serve also does this at start).\n\n" +
+			"--dry-run prints the database's schema version and each migration this ackd would\n" +
+			"apply, and writes nothing (a missing SQLite file is not created).",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dryRun {
+				return g.migrateDryRun(cmd.Context())
+			}
 			return g.withStore(cmd.Context(), true, func(st store.Store, cfg daemon.Config) error {
 				v, err := st.SchemaVersion(cmd.Context())
 				if err != nil {
@@ -327,6 +334,34 @@ func migrateCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the migrations that would run; write nothing")
+	return c
+}
+
+func (g *globals) migrateDryRun(ctx context.Context) error {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	p, err := daemon.PendingMigrations(ctx, cfg.DB, schema)
+	if err != nil {
+		return err
+	}
+	loc := daemon.RedactDB(cfg.DB)
+	switch {
+	case !p.Exists:
+		fmt.Fprintf(g.stdout, "%s: no database yet; migrate would create it\n", loc)
+	case len(p.Apply) == 0:
+		fmt.Fprintf(g.stdout, "%s: schema version %d, up to date: nothing to apply\n", loc, p.Current)
+		return nil
+	default:
+		fmt.Fprintf(g.stdout, "%s: schema version %d\n", loc, p.Current)
+	}
+	for _, m := range p.Apply {
+		fmt.Fprintf(g.stdout, "would apply migration %d: %s\n", m.Version, m.Summary())
+	}
+	fmt.Fprintf(g.stdout, "dry run: nothing written (migrate would bring it to schema version %d)\n", p.Apply[len(p.Apply)-1].Version)
+	return nil
 }
 
 func statusCmd(g *globals) *cobra.Command {
