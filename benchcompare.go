@@ -207,7 +207,7 @@ func benchCompareCmd(g *globals) *cobra.Command {
 // payload, a real event's size.
 func prefillDB(ctx context.Context, cfgPath, dbPath string, n int, payload []byte) error {
 	sg := &globals{config: cfgPath, db: dbPath, stdout: io.Discard, stderr: io.Discard}
-	st, _, err := sg.open(ctx, false) // creates and migrates
+	st, _, err := sg.open(ctx, openMigrate) // creates and migrates
 	if err != nil {
 		return err
 	}

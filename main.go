@@ -34,6 +34,7 @@ import (
 	"github.com/ackd/ackd/internal/buildinfo"
 	"github.com/ackd/ackd/slacksim"
 	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/store/sqlite"
 	"github.com/ackd/ackd/sweep"
 )
 
@@ -74,6 +75,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		g.with(statusCmd(g), "db"),
 		g.with(outboxCmd(g), "db"),
 		g.with(pruneCmd(g), "db"),
+		g.with(backupCmd(g), "db"),
 		g.with(sendCmd(g), "listen"),
 		g.with(benchCmd(g), "db", "listen"),
 		versionCmd(g),
@@ -111,13 +113,17 @@ func (g *globals) loadConfig() (daemon.Config, error) {
 	}
 	cfg.ApplyEnv(os.Getenv)
 	// ACKD_DB_FILE: the database setting read from a file (a systemd
-	// credential), because a PostgreSQL URL carries a password.
+	// credential), because a PostgreSQL URL carries a password. It overrides
+	// ACKD_DB rather than conflicting with it: the shipped unit sets
+	// ACKD_DB, and a drop-in adding ACKD_DB_FILE must not stop ackd.
 	if file := os.Getenv("ACKD_DB_FILE"); file != "" {
-		v, err := daemon.Secret("ACKD_DB", os.Getenv)
+		b, err := os.ReadFile(file)
 		if err != nil {
-			return cfg, err
+			return cfg, fmt.Errorf("ACKD_DB_FILE: %w", err)
 		}
-		cfg.DB = v
+		if cfg.DB = strings.TrimSpace(string(b)); cfg.DB == "" {
+			return cfg, fmt.Errorf("ACKD_DB_FILE: %s is empty", file)
+		}
 	}
 	if g.listen != "" {
 		cfg.Listen = g.listen
@@ -143,29 +149,63 @@ func (g *globals) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(g.stderr, opts))
 }
 
-// openStore opens the configured database, which must exist: only migrate
-// (and serve) create one; the other commands refuse a path where there is none.
+// How a command opens the database. Only serve (through daemon.New) and
+// migrate create or migrate one; every other command works on the schema it
+// finds, so that inspecting a file with a newer ackd never stops the older
+// ackd serve that runs on it.
+type openMode int
+
+const (
+	openMigrate  openMode = iota // migrate: create if missing, migrate to this binary's schema
+	openWrite                    // must exist, this binary's schema, never migrated (sweep, prune, retry)
+	openReadOnly                 // must exist, any schema from readSchema on, no write of any kind
+)
+
+// readSchema is the oldest schema the inspection commands read: request_id
+// (migration 3) is the newest column they need.
+const readSchema = 3
+
+// openStore opens the configured database read-only (bench's check).
 func (g *globals) openStore(ctx context.Context) (store.Store, daemon.Config, error) {
-	return g.open(ctx, true)
+	return g.open(ctx, openReadOnly)
 }
 
-// withStore opens the configured database (creating it only when create is
-// set), runs fn, closes the database, and reports both errors.
+// withStore opens the configured database (creating and migrating it only
+// when create is set, otherwise as it is: openWrite), runs fn, closes the
+// database, and reports both errors.
 func (g *globals) withStore(ctx context.Context, create bool, fn func(store.Store, daemon.Config) error) error {
-	st, cfg, err := g.open(ctx, !create)
+	mode := openWrite
+	if create {
+		mode = openMigrate
+	}
+	return g.withMode(ctx, mode, fn)
+}
+
+// readStore is withStore for commands that only read: the database is
+// opened read-only (openReadOnly).
+func (g *globals) readStore(ctx context.Context, fn func(store.Store, daemon.Config) error) error {
+	return g.withMode(ctx, openReadOnly, fn)
+}
+
+func (g *globals) withMode(ctx context.Context, mode openMode, fn func(store.Store, daemon.Config) error) error {
+	st, cfg, err := g.open(ctx, mode)
 	if err != nil {
 		return err
 	}
 	return errors.Join(fn(st, cfg), st.Close())
 }
 
-func (g *globals) open(ctx context.Context, mustExist bool) (store.Store, daemon.Config, error) {
+func (g *globals) open(ctx context.Context, mode openMode) (store.Store, daemon.Config, error) {
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return nil, cfg, err
 	}
 	opts := cfg.StoreOptions(schema, nil)
-	opts.MustExist = mustExist
+	opts.MustExist = mode != openMigrate
+	opts.NoMigrate = mode != openMigrate
+	if opts.ReadOnly = mode == openReadOnly; opts.ReadOnly {
+		opts.MinSchema = readSchema
+	}
 	opts.Logger = g.storeLog
 	if opts.Logger == nil {
 		opts.Logger = g.logger().With("component", "store")
@@ -371,7 +411,7 @@ func statusCmd(g *globals) *cobra.Command {
 		Short: "Outbox rows by status, receipts, the oldest pending row's age, and the daemons running on the database",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withStore(cmd.Context(), false, func(st store.Store, cfg daemon.Config) error {
+			return g.readStore(cmd.Context(), func(st store.Store, cfg daemon.Config) error {
 				s, err := st.Stats(cmd.Context())
 				if err != nil {
 					return err
@@ -433,7 +473,7 @@ func outboxCmd(g *globals) *cobra.Command {
 			if status != "" && !slices.Contains(store.Statuses, status) {
 				return fmt.Errorf("outbox list: --status %q is not a status; use one of %s", status, strings.Join(store.Statuses, ", "))
 			}
-			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
+			return g.readStore(cmd.Context(), func(st store.Store, _ daemon.Config) error {
 				rows, err := st.List(cmd.Context(), status, limit)
 				if err != nil {
 					return err
@@ -460,7 +500,7 @@ func outboxCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("outbox show: %q is not a row id", args[0])
 			}
-			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
+			return g.readStore(cmd.Context(), func(st store.Store, _ daemon.Config) error {
 				r, err := st.Get(cmd.Context(), id)
 				if err != nil {
 					return err
@@ -588,6 +628,39 @@ func pruneCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+}
+
+func backupCmd(g *globals) *cobra.Command {
+	var force bool
+	c := &cobra.Command{
+		Use:   "backup FILE",
+		Short: "Copy the SQLite database to FILE while ackd runs: consistent, mode 0600, integrity-checked",
+		Long: "Writes one consistent snapshot of the database (VACUUM INTO, while the daemon keeps\n" +
+			"acking) into a file created 0600 beside FILE, checks it with PRAGMA integrity_check,\n" +
+			"fsyncs it and renames it to FILE: FILE is either the whole checked copy or absent.\n" +
+			"The database holds Slack's verification tokens and response_urls: keep backups as\n" +
+			"private as the database. An existing FILE is refused unless --force. The database\n" +
+			"is read, never migrated or written. On PostgreSQL, use pg_dump.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := g.loadConfig()
+			if err != nil {
+				return err
+			}
+			if daemon.IsPostgres(cfg.DB) {
+				return errors.New("backup: the database is PostgreSQL; back it up with pg_dump (ackd backup copies SQLite files)")
+			}
+			info, err := sqlite.Backup(cmd.Context(), cfg.DB, args[0], force)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "backed up %s to %s (%d bytes, schema %d, integrity ok, mode 0600)\n",
+				cfg.DB, info.Path, info.Bytes, info.SchemaVersion)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "replace FILE if it exists")
+	return c
 }
 
 func (g *globals) baseURL() string {

@@ -1264,7 +1264,21 @@ func testStatusAndOutboxCommands(t *testing.T, db string) {
 	if !strings.Contains(out, `"receipts":2`) || !strings.Contains(out, `"done":4`) {
 		t.Errorf("status with ACKD_DB_FILE printed %q", out)
 	}
-	if r := procRun(t, procEnv("ACKD_DB_FILE="+dbFile, "ACKD_DB="+db), "status", "--config", cfg); r.Code == 0 {
-		t.Errorf("both ACKD_DB and ACKD_DB_FILE accepted: %q", r.Stdout)
+	// Issue 21.7: the shipped unit sets ACKD_DB; the README's PostgreSQL
+	// advice adds ACKD_DB_FILE in a drop-in. The file wins, as documented.
+	elsewhere := filepath.Join(dir, "unit-default.db")
+	out = procMustRun(t, procEnv("ACKD_DB_FILE="+dbFile, "ACKD_DB="+elsewhere), "status", "--json", "--config", cfg).Stdout
+	if !strings.Contains(out, `"receipts":2`) || !strings.Contains(out, `"done":4`) {
+		t.Errorf("status with ACKD_DB and ACKD_DB_FILE printed %q, want the database ACKD_DB_FILE names", out)
+	}
+	if _, err := os.Stat(elsewhere); !os.IsNotExist(err) {
+		t.Errorf("ACKD_DB's database was touched although ACKD_DB_FILE overrides it: %v", err)
+	}
+	empty := filepath.Join(dir, "empty-db-url")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := procRun(t, procEnv("ACKD_DB_FILE="+empty), "status", "--config", cfg); r.Code == 0 || !strings.Contains(r.Stderr, "ACKD_DB_FILE") {
+		t.Errorf("an empty ACKD_DB_FILE: exit %d, stderr %q; want a refusal naming it", r.Code, r.Stderr)
 	}
 }

@@ -158,3 +158,12 @@ CREATE INDEX outbox_parked ON outbox (id) WHERE status = 'parked';
 -- expired; judging by the row's own length, not the claimer's, keeps a
 -- process with a shorter [sweep] lease from taking a live longer lease.
 ALTER TABLE outbox ADD COLUMN claim_lease_ms INTEGER;
+
+-- migrate: 6
+
+-- What each running daemon can perform, space-separated: the effects it
+-- claims, and "forward.signed" when it has the forward secret. A sweep that
+-- must give a row back for a credential it lacks parks the row after
+-- sweep.HandBackLimit only when no live daemon can perform it; NULL (a
+-- daemon from before this column) counts as "may".
+ALTER TABLE ackd_instances ADD COLUMN effects TEXT;

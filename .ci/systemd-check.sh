@@ -2,7 +2,10 @@
 # Checks systemd/ackd.service with systemd-analyze (systemd 252 or newer):
 #   1. `systemd-analyze verify` prints nothing and exits 0;
 #   2. `systemd-analyze security --offline=true` rates the overall exposure at
-#      2.0 or lower (--threshold counts tenths: 20 = 2.0).
+#      2.0 or lower (--threshold counts tenths: 20 = 2.0);
+# and the backup example, systemd/ackd-backup.service with its timer:
+#   3. `systemd-analyze verify` of both prints nothing and exits 0, and the
+#      binary accepts the `ackd backup --force FILE` the service runs.
 #
 # verify insists that ExecStart's binary exists and is executable, and a CI
 # machine has no /usr/bin/ackd. So the script builds ackd into a temporary
@@ -68,6 +71,29 @@ if [[ $verify_rc -ne 0 || -n $verify_out ]]; then
 	fail "systemd-analyze verify $unit (exit $verify_rc, output above)"
 fi
 echo "systemd-check: verify: clean"
+
+# --- the backup service and timer ------------------------------------------------
+for f in systemd/ackd-backup.service systemd/ackd-backup.timer; do
+	[[ -f $f ]] || fail "$f not found"
+done
+grep -q "$installed_bin backup --force " systemd/ackd-backup.service ||
+	fail "systemd/ackd-backup.service does not run '$installed_bin backup --force FILE'"
+"$bin" backup --help >"$tmp/backup-help" 2>&1 || fail "'ackd backup --help' failed: $(cat "$tmp/backup-help")"
+grep -q -- '--force' "$tmp/backup-help" || fail "'ackd backup' has no --force flag, but ackd-backup.service passes one"
+# ExecStart is /bin/sh -c '… ackd backup …' (the weekday in the file name):
+# the path inside the shell command is rewritten like the daemon's.
+mkdir "$tmp/backup"
+sed "s#$installed_bin #$bin #" systemd/ackd-backup.service >"$tmp/backup/ackd-backup.service"
+cp systemd/ackd-backup.timer "$tmp/backup/"
+set +e
+verify_out=$(systemd-analyze verify "$tmp/backup/ackd-backup.service" "$tmp/backup/ackd-backup.timer" 2>&1)
+verify_rc=$?
+set -e
+if [[ $verify_rc -ne 0 || -n $verify_out ]]; then
+	printf '%s\n' "$verify_out" >&2
+	fail "systemd-analyze verify of the backup service and timer (exit $verify_rc, output above)"
+fi
+echo "systemd-check: verify ackd-backup.service and .timer: clean"
 
 # --- security ------------------------------------------------------------------
 set +e

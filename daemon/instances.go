@@ -29,7 +29,7 @@ const (
 func (s *Server) announce(ctx context.Context) {
 	host, _ := os.Hostname()
 	s.instance = store.Instance{ID: sweep.NewToken(), PID: os.Getpid(), Host: host,
-		Listen: s.ln.Addr().String(), StartedAt: s.opts.Now()}
+		Listen: s.ln.Addr().String(), StartedAt: s.opts.Now(), Performs: s.performs}
 	others, err := s.store.Instances(ctx, InstanceStale)
 	if err != nil {
 		s.log.Warn("could not read the other daemons on this database", "err", err)

@@ -77,10 +77,12 @@ type Server struct {
 	log     *slog.Logger
 	store   store.Store
 	sweeper *sweep.Sweeper
-	verify  *Verifier // nil: no signing secret, HTTP Slack routes off
-	bodies  *bodyBudget
-	metrics *metrics
-	socket  *socketIngress // nil unless [socket_mode] enabled
+	// performs is what this daemon records it can perform (ackd_instances).
+	performs []string
+	verify   *Verifier // nil: no signing secret, HTTP Slack routes off
+	bodies   *bodyBudget
+	metrics  *metrics
+	socket   *socketIngress // nil unless [socket_mode] enabled
 
 	ln   net.Listener
 	http *http.Server
@@ -161,7 +163,7 @@ func (c Config) StoreOptions(schema string, now func() time.Time) store.Options 
 // SweepConfig maps the configuration onto the sweep's.
 func (c Config) SweepConfig() sweep.Config {
 	return sweep.Config{Batch: c.Sweep.Batch, Workers: c.Sweep.Workers, Lease: c.Sweep.Lease.Duration,
-		DefaultTimeout: 10 * time.Second}
+		DefaultTimeout: 10 * time.Second, InstanceFresh: InstanceStale}
 }
 
 // RoutedSkips keeps the skipped effects (sweep.Config.Skip) that this
@@ -232,6 +234,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	sc := s.cfg.SweepConfig()
 	sc.Skip = ec.Unavailable()
 	s.sweeper = sweep.New(st, sweep.Effects(ec), sc, s.opts.Logger, s.metrics)
+	s.performs = s.sweeper.Performs(ec)
 
 	s.ln = ln
 	if s.metricsLn != nil {

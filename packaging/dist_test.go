@@ -160,12 +160,14 @@ func TestReleaseBuild(t *testing.T) {
 				}
 			}
 			wantFiles := map[string]string{
-				"/usr/bin/ackd":                        "-rwxr-xr-x",
-				"/usr/lib/systemd/system/ackd.service": "-rw-r--r--",
-				"/etc/ackd/ackd.toml":                  "-rw-r--r--",
-				"/usr/share/ackd/Caddyfile":            "-rw-r--r--",
-				"/usr/share/doc/ackd/README.md":        "-rw-r--r--",
-				"/usr/share/doc/ackd/CHANGELOG.md":     "-rw-r--r--",
+				"/usr/bin/ackd":                               "-rwxr-xr-x",
+				"/usr/lib/systemd/system/ackd.service":        "-rw-r--r--",
+				"/usr/lib/systemd/system/ackd-backup.service": "-rw-r--r--",
+				"/usr/lib/systemd/system/ackd-backup.timer":   "-rw-r--r--",
+				"/etc/ackd/ackd.toml":                         "-rw-r--r--",
+				"/usr/share/ackd/Caddyfile":                   "-rw-r--r--",
+				"/usr/share/doc/ackd/README.md":               "-rw-r--r--",
+				"/usr/share/doc/ackd/CHANGELOG.md":            "-rw-r--r--",
 			}
 			for path, mode := range wantFiles {
 				if files[path] != mode {

@@ -72,7 +72,8 @@ for arch in $arches; do
 	install -d -m 0755 "$root/DEBIAN" "$root/usr/bin" "$root/usr/lib/systemd/system" \
 		"$root/etc/ackd" "$root/usr/share/ackd" "$root/usr/share/doc/ackd"
 	install -m 0755 "$bin" "$root/usr/bin/ackd"
-	install -m 0644 systemd/ackd.service "$root/usr/lib/systemd/system/ackd.service"
+	install -m 0644 systemd/ackd.service systemd/ackd-backup.service systemd/ackd-backup.timer \
+		"$root/usr/lib/systemd/system/"
 	install -m 0644 systemd/ackd.toml "$root/etc/ackd/ackd.toml"
 	install -m 0644 systemd/Caddyfile "$root/usr/share/ackd/Caddyfile"
 	install -m 0644 README.md CHANGELOG.md "$root/usr/share/doc/ackd/"

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -40,5 +41,39 @@ func TestMigrations(t *testing.T) {
 				t.Fatalf("sections split wrongly: %+v", ms)
 			}
 		})
+	}
+}
+
+// CheckSchema refuses a version outside [needed, known] in one line that
+// names both versions and what to do.
+func TestCheckSchema(t *testing.T) {
+	for _, tc := range []struct {
+		found, known, needed int
+		want                 []string // in the message; nil: accepted
+	}{
+		{5, 5, 0, nil},
+		{4, 5, 3, nil},
+		{3, 5, 3, nil},
+		{4, 5, 0, []string{"version 4 is older than this ackd's (5)", "`ackd migrate`"}},
+		{2, 5, 3, []string{"version 2 is older than this command needs (3; this ackd knows 5)", "`ackd migrate`"}},
+		{6, 5, 3, []string{"version 6 is newer than this ackd knows (5)", "`ackd migrate` never downgrades"}},
+	} {
+		err := store.CheckSchema(tc.found, tc.known, tc.needed)
+		if tc.want == nil {
+			if err != nil {
+				t.Errorf("CheckSchema(%d, %d, %d) = %v, want nil", tc.found, tc.known, tc.needed, err)
+			}
+			continue
+		}
+		var se *store.SchemaError
+		if !errors.As(err, &se) || se.Found != tc.found || se.Known != tc.known {
+			t.Errorf("CheckSchema(%d, %d, %d) = %v, want a *SchemaError", tc.found, tc.known, tc.needed, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("CheckSchema(%d, %d, %d) = %q, want one line containing %q", tc.found, tc.known, tc.needed, err, w)
+			}
+		}
 	}
 }

@@ -1,6 +1,10 @@
 package store
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // Status values of an outbox row.
 const (
@@ -141,4 +145,32 @@ type Instance struct {
 	Listen      string
 	StartedAt   time.Time
 	HeartbeatAt time.Time // set by the store on Heartbeat
+	// Performs lists what the instance can perform: the effects it claims,
+	// and capabilities such as "forward.signed" (sweep.Performs). nil: not
+	// recorded (an ackd from before the column, or a schema without it).
+	Performs []string
+}
+
+// JoinPerforms is how the engines store Instance.Performs: space-separated,
+// nil as NULL.
+func JoinPerforms(p []string) *string {
+	if p == nil {
+		return nil
+	}
+	s := strings.Join(p, " ")
+	return &s
+}
+
+// SplitPerforms reads what JoinPerforms stored; valid false is NULL (nil).
+func SplitPerforms(s string, valid bool) []string {
+	if !valid {
+		return nil
+	}
+	return append([]string{}, strings.Fields(s)...)
+}
+
+// CanPerform reports whether the instance can perform what (an effect or a
+// capability); an instance that recorded nothing may.
+func (in Instance) CanPerform(what string) bool {
+	return in.Performs == nil || slices.Contains(in.Performs, what)
 }

@@ -162,6 +162,38 @@ var (
 	ErrUnavailable = errors.New("database unavailable")
 )
 
+// SchemaError refuses a database whose schema version a process opened
+// without migrating cannot work with. Its message is one line naming both
+// versions and what to do.
+type SchemaError struct {
+	Found  int // the database's version
+	Known  int // the newest version this binary knows
+	Needed int // the oldest version the caller can work with
+}
+
+func (e *SchemaError) Error() string {
+	if e.Found > e.Known {
+		return fmt.Sprintf("database schema version %d is newer than this ackd knows (%d): a newer ackd migrated it, and `ackd migrate` never downgrades; use that ackd", e.Found, e.Known)
+	}
+	need := fmt.Sprintf("this ackd's (%d)", e.Known)
+	if e.Needed < e.Known {
+		need = fmt.Sprintf("this command needs (%d; this ackd knows %d)", e.Needed, e.Known)
+	}
+	return fmt.Sprintf("database schema version %d is older than %s: run `ackd migrate` to upgrade it (an older ackd serve then refuses the file), or use the ackd that runs on it", e.Found, need)
+}
+
+// CheckSchema returns a *SchemaError unless found is within [needed, known]
+// (needed 0: known).
+func CheckSchema(found, known, needed int) error {
+	if needed <= 0 || needed > known {
+		needed = known
+	}
+	if found > known || found < needed {
+		return &SchemaError{Found: found, Known: known, Needed: needed}
+	}
+	return nil
+}
+
 // IsBusy reports whether err is lock contention (ErrBusy).
 func IsBusy(err error) bool { return errors.Is(err, ErrBusy) }
 
@@ -209,6 +241,20 @@ type Options struct {
 	// MustExist refuses to create a missing database (inspection commands
 	// must not leave an empty database behind a mistyped path).
 	MustExist bool
+	// NoMigrate opens the database as it is: its schema is never changed.
+	// Only ackd serve and ackd migrate migrate; every other command works on
+	// the schema it finds, so that an older ackd serve can still start on
+	// the file after a newer binary inspected it. A schema outside
+	// [MinSchema, the engine's latest] is refused with a *SchemaError.
+	NoMigrate bool
+	// ReadOnly (implies NoMigrate and MustExist) opens for inspection only:
+	// no write of any kind (SQLite: mode=ro, query_only; PostgreSQL:
+	// default_transaction_read_only). Write methods fail with ErrReadOnly.
+	ReadOnly bool
+	// MinSchema is the oldest schema version a NoMigrate or ReadOnly caller
+	// can work with; 0 means the engine's latest (a caller that writes
+	// rows needs every column this binary writes).
+	MinSchema int
 	// Logger receives what the store itself has to tell an operator: writes
 	// failing on a storage fault (disk full, I/O error) and their recovery,
 	// and a lease found stamped further ahead than now+lease (see Claim).
@@ -255,6 +301,9 @@ func (o Options) WithDefaults() (Options, error) {
 	}
 	if o.Schema == "" {
 		return o, errors.New("no schema given")
+	}
+	if o.ReadOnly {
+		o.NoMigrate, o.MustExist = true, true
 	}
 	return o, nil
 }

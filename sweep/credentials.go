@@ -16,6 +16,25 @@ const (
 	CredSigningSecret = "SLACK_SIGNING_SECRET"
 )
 
+// CapForwardSigned is the capability of performing a forward row recorded
+// by a daemon that signs forwards (Params.Signed): having
+// ACKD_FORWARD_SECRET. Instances record it beside the effects they claim.
+const CapForwardSigned = "forward.signed"
+
+// Performs lists what this sweeper can perform, for its ackd_instances row
+// (store.Instance.Performs): the effects it claims and, when it claims
+// forward and cfg has the forward secret, CapForwardSigned. Another
+// process's sweep that must give a row back reads it to decide whether the
+// row still has a performer (see HandBackLimit).
+func (s *Sweeper) Performs(cfg EffectConfig) []string {
+	out := append([]string{}, s.claim.Effects...)
+	if cfg.ForwardSecret != "" && slices.Contains(out, "forward") {
+		out = append(out, CapForwardSigned)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // webAPIEffects call the Slack Web API and need a bot token.
 var webAPIEffects = []string{"post", "react", "update"}
 

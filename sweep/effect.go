@@ -74,6 +74,10 @@ type Failure struct {
 	RetryAfter time.Duration // RateLimited only
 	Code       string        // short machine code: a Slack error ("channel_not_found"), "http_503", "timeout"…
 	Err        error
+	// Needs (Unavailable only) names the capability this process lacks, as
+	// instances record it (Sweeper.Performs): a row past HandBackLimit parks
+	// only when no live instance has it. Empty: park at the limit.
+	Needs string
 }
 
 func (f *Failure) Error() string {

@@ -51,7 +51,7 @@ func (e *effects) forward(ctx context.Context, job Job) (Outcome, error) {
 	if p.Params.Signed && e.cfg.ForwardSecret == "" {
 		// The handler expects a signature; an unsigned request would be
 		// refused and the row parked. Leave it for a process that can sign.
-		return Outcome{}, &Failure{Class: Unavailable, Code: "no_forward_secret",
+		return Outcome{}, &Failure{Class: Unavailable, Code: "no_forward_secret", Needs: CapForwardSigned,
 			Err: errors.New(CredForwardSecret + " is not set; this row was recorded by a daemon that signs forwards")}
 	}
 	env := p.Raw

@@ -130,7 +130,8 @@ func (r httpResponse) failure(now time.Time) *Failure {
 func (e *effects) postJSON(ctx context.Context, url string, body []byte, header http.Header) (httpResponse, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return httpResponse{}, permanent("invalid_url", "%w", err)
+		// The parse error quotes the whole URL, path and all.
+		return httpResponse{}, permanent("invalid_url", "%w", redactURLError(err))
 	}
 	for k, vs := range header {
 		req.Header[k] = vs
@@ -139,13 +140,7 @@ func (e *effects) postJSON(ctx context.Context, url string, body []byte, header 
 	req.Header.Set("User-Agent", "ackd")
 	resp, err := e.cfg.HTTPClient.Do(req)
 	if err != nil {
-		// A response_url is a bearer capability: keep it out of last_error
-		// and the logs.
-		var ue *neturl.Error
-		if errors.As(err, &ue) {
-			err = &neturl.Error{Op: ue.Op, URL: redactURL(ue.URL), Err: ue.Err}
-		}
-		return httpResponse{}, err
+		return httpResponse{}, redactURLError(err)
 	}
 	defer resp.Body.Close()
 	b, err := readBody(resp.Body)
@@ -153,6 +148,17 @@ func (e *effects) postJSON(ctx context.Context, url string, body []byte, header 
 		return httpResponse{}, err
 	}
 	return httpResponse{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// redactURLError hides the path and query of the URL a *url.Error quotes
+// (a parse error, a failed request): a response_url is a bearer capability,
+// to be kept out of last_error and the logs whichever way its call fails.
+func redactURLError(err error) error {
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		return &neturl.Error{Op: ue.Op, URL: redactURL(ue.URL), Err: ue.Err}
+	}
+	return err
 }
 
 // redactURL keeps a URL's scheme and host and hides its path and query.

@@ -92,6 +92,22 @@ func TestRespond(t *testing.T) {
 		})
 	}
 
+	t.Run("an unparseable response_url parks as invalid_url without its secret path", func(t *testing.T) {
+		// Issue 21.7: the parse error quoted the whole URL into last_error.
+		const secret = "T0001/1234567890/s3cr3tTokenPart"
+		for _, url := range []string{
+			"https://hooks.slack.com/commands/" + secret + "\x7f", // a control character
+			"https://hooks.slack.com/commands/" + secret + "%zz",  // a bad escape
+			"https://hooks.slack.com:port/commands/" + secret,     // a bad port
+		} {
+			_, err := perform(t, newEffects(t, nil), commandJob(url, Params{Text: "x"}))
+			f := mustFail(t, err, Permanent, "invalid_url")
+			if strings.Contains(f.Error(), "s3cr3t") || strings.Contains(f.Error(), "1234567890") {
+				t.Errorf("%q: error %q quotes the response_url's path", url, f)
+			}
+		}
+	})
+
 	t.Run("no response_url parks", func(t *testing.T) {
 		_, err := perform(t, newEffects(t, nil), commandJob("", Params{Text: "x"}))
 		mustFail(t, err, Permanent, "no_response_url")

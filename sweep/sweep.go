@@ -39,6 +39,11 @@ type Config struct {
 	// (EffectConfig.Unavailable: a credential it lacks). Their rows stay
 	// pending for a process that can perform them.
 	Skip map[string]string
+	// InstanceFresh: an ackd_instances row whose heartbeat is at most this
+	// old is a live instance, when a sweep past HandBackLimit asks whether
+	// anyone can still perform a row it gives back (default 30s, the
+	// daemon's daemon.InstanceStale).
+	InstanceFresh time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -53,6 +58,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.DefaultTimeout <= 0 {
 		c.DefaultTimeout = 10 * time.Second
+	}
+	if c.InstanceFresh <= 0 {
+		c.InstanceFresh = 30 * time.Second
 	}
 }
 
@@ -100,12 +108,16 @@ const handBack = 5 * time.Second
 
 // HandBackLimit is how long after its recording a row may still be given
 // back for a credential this process lacks. A row older than that parks
-// instead, naming what is missing: no process that has the credential took
-// it in all that time (a replica that has it claims such a row within a
-// sweep or two), so it needs an operator, and a parked row is what alerts
-// and `ackd outbox list --status parked` show. Without the limit a daemon
-// that lost its ACKD_FORWARD_SECRET would hand the same rows back every few
-// seconds forever.
+// instead, naming what is missing, unless a live instance (a fresh
+// heartbeat in ackd_instances) records that it can perform it
+// (Failure.Needs in its Performs, or an instance that recorded nothing):
+// such a row is still being retried by a process that has the credential
+// (its handler may be down for hours), and parking it would take it from
+// that process. With no such instance, nobody will perform it, so it needs
+// an operator, and a parked row is what alerts and `ackd outbox list
+// --status parked` show. Without the limit a daemon that lost its
+// ACKD_FORWARD_SECRET would hand the same rows back every few seconds
+// forever.
 const HandBackLimit = time.Hour
 
 // Skipped returns the effects this sweeper does not claim, with the reason.
@@ -374,8 +386,15 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 		// on for HandBackLimit.
 		kind, retryAfter = store.FailRateLimited, handBack
 		if age := s.store.Now().Sub(row.CreatedAt); age > HandBackLimit {
-			kind = store.FailPermanent
-			f = &Failure{Class: Permanent, Code: f.Code, Err: fmt.Errorf("%w; no process that has it performed the row within %s of its recording", f.Err, HandBackLimit)}
+			if peer, ok := s.livePerformer(ctx, f.Needs); ok {
+				if peer.ID != "" {
+					s.logRow(slog.LevelDebug, row, "past the hand-back limit, but a live instance can perform it; not parked",
+						"needs", f.Needs, "other_pid", peer.PID, "other_host", peer.Host)
+				}
+			} else {
+				kind = store.FailPermanent
+				f = &Failure{Class: Permanent, Code: f.Code, Err: fmt.Errorf("%w; no process that has it performed the row within %s of its recording, and no running ackd can", f.Err, HandBackLimit)}
+			}
 		}
 	}
 	fr, err := s.store.Fail(wctx, row.ID, token, kind, f.Error(), retryAfter)
@@ -406,6 +425,27 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 			"next_attempt_at", fr.NextAttemptAt, "latency_ms", took.Milliseconds(), "err", f.Error())
 		return OutcomeRetry, nil
 	}
+}
+
+// livePerformer finds a live instance that can perform need (a capability
+// instances record). An empty need, or instances that cannot be read, find
+// none when nothing says otherwise: an unreadable table keeps the row
+// handed back (the failure's own write is likely to fail too).
+func (s *Sweeper) livePerformer(ctx context.Context, need string) (store.Instance, bool) {
+	if need == "" {
+		return store.Instance{}, false
+	}
+	ins, err := s.store.Instances(ctx, s.cfg.InstanceFresh)
+	if err != nil {
+		s.log.Warn("could not read the running instances; handing the row back instead of parking it", "err", err)
+		return store.Instance{}, true
+	}
+	for _, in := range ins {
+		if in.CanPerform(need) {
+			return in, true
+		}
+	}
+	return store.Instance{}, false
 }
 
 // writeTimeout bounds recording one result (or one batch of them), also

@@ -55,6 +55,24 @@ func (d *contractDB) Open(t *testing.T, opts store.Options) store.Store {
 	return s
 }
 
+func (d *contractDB) TryOpen(t *testing.T, opts store.Options) (store.Store, error) {
+	s, err := postgres.Open(context.Background(), d.url, opts)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { s.Close() })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s.SetClockOffset(time.Duration(d.offset.Load()))
+	d.stores = append(d.stores, s)
+	return s, nil
+}
+
+func (d *contractDB) SetSchemaVersion(t *testing.T, v int) {
+	pgtest.Exec(t, d.url, `DELETE FROM ackd_migrations WHERE version > $1`, v)
+	pgtest.Exec(t, d.url, `INSERT INTO ackd_migrations (version) SELECT g FROM generate_series(1, $1::int) g ON CONFLICT DO NOTHING`, v)
+}
+
 func (d *contractDB) Now(t *testing.T) time.Time {
 	d.mu.Lock()
 	s := d.stores[0]

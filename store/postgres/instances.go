@@ -20,10 +20,10 @@ func (s *Store) Heartbeat(ctx context.Context, in store.Instance) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		off := s.offset.Load()
 		if _, err := tx.Exec(ctx, `WITH `+clockCTE+`
-			INSERT INTO ackd_instances (instance_id, pid, host, listen, started_at, heartbeat_at)
-			SELECT $2, $3, $4, $5, $6, now FROM clock
-			ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
-			off, in.ID, in.PID, in.Host, in.Listen, in.StartedAt.UnixMilli()); err != nil {
+			INSERT INTO ackd_instances (instance_id, pid, host, listen, started_at, heartbeat_at, effects)
+			SELECT $2, $3, $4, $5, $6, now, $7 FROM clock
+			ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, effects = excluded.effects`,
+			off, in.ID, in.PID, in.Host, in.Listen, in.StartedAt.UnixMilli(), store.JoinPerforms(in.Performs)); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `WITH `+clockCTE+`
@@ -40,8 +40,14 @@ func (s *Store) Heartbeat(ctx context.Context, in store.Instance) error {
 // Instances returns the instances whose heartbeat is at most fresh old on
 // the database's clock, oldest start first.
 func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]store.Instance, error) {
+	// A read-only store may have opened a schema from before the effects
+	// column (Options.MinSchema): it reads NULL in its place.
+	effects := "effects"
+	if !s.instanceEffects {
+		effects = "NULL::text"
+	}
 	res, err := s.pool.Query(ctx, `WITH `+clockCTE+`
-		SELECT instance_id, pid, host, listen, started_at, heartbeat_at FROM ackd_instances, clock
+		SELECT instance_id, pid, host, listen, started_at, heartbeat_at, `+effects+` FROM ackd_instances, clock
 		 WHERE heartbeat_at >= clock.now - $2::bigint ORDER BY started_at, instance_id`,
 		s.offset.Load(), fresh.Milliseconds())
 	if err != nil {
@@ -52,10 +58,14 @@ func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]store.Ins
 	for res.Next() {
 		var in store.Instance
 		var started, beat int64
-		if err := res.Scan(&in.ID, &in.PID, &in.Host, &in.Listen, &started, &beat); err != nil {
+		var performs *string
+		if err := res.Scan(&in.ID, &in.PID, &in.Host, &in.Listen, &started, &beat, &performs); err != nil {
 			return nil, fmt.Errorf("instances: %w", err)
 		}
 		in.StartedAt, in.HeartbeatAt = time.UnixMilli(started), time.UnixMilli(beat)
+		if performs != nil {
+			in.Performs = store.SplitPerforms(*performs, true)
+		}
 		out = append(out, in)
 	}
 	if err := res.Err(); err != nil {

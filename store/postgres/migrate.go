@@ -22,6 +22,27 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	return v, nil
 }
 
+// checkSchema is the open of a store that does not migrate: the database's
+// version must be one this binary knows and the caller can work with
+// (Options.MinSchema); nothing is written, not even ackd_migrations.
+func (s *Store) checkSchema(ctx context.Context) error {
+	ms, err := store.Migrations(s.opts.Schema)
+	if err != nil {
+		return err
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('ackd_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return s.classify(ctx, err)
+	}
+	v := 0
+	if exists {
+		if v, err = s.SchemaVersion(ctx); err != nil {
+			return err
+		}
+	}
+	return store.CheckSchema(v, ms[len(ms)-1].Version, s.opts.MinSchema)
+}
+
 // migrate applies the schema's sections newer than the database's, each in
 // its own transaction with its row in ackd_migrations, while holding a
 // session advisory lock keyed by the schema ackd lives in: replicas that

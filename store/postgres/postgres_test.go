@@ -368,3 +368,29 @@ func TestUpgradeToStoredRequests(t *testing.T) {
 		t.Fatalf("claimed rows' requests: %+v, %+v", rows[0].Request, rows[1].Request)
 	}
 }
+
+// A read-only store on a schema from before ackd_instances.effects (the
+// inspection commands accept one) lists the instances with Performs nil,
+// and the server refuses its writes.
+func TestReadOnlyOnTheSchemaBeforeInstanceEffects(t *testing.T) {
+	u := pgtest.URL(t)
+	ctx := context.Background()
+	s := mustOpen(t, u, store.Options{})
+	if err := s.Heartbeat(ctx, store.Instance{ID: "a", PID: 1, Host: "h", Listen: "x", StartedAt: time.Now(), Performs: []string{"log"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	pgtest.Exec(t, u, `ALTER TABLE ackd_instances DROP COLUMN effects`)
+	pgtest.Exec(t, u, `DELETE FROM ackd_migrations WHERE version = $1`, latest())
+	r := mustOpen(t, u, store.Options{ReadOnly: true, MinSchema: 3})
+	ins, err := r.Instances(ctx, time.Hour)
+	if err != nil || len(ins) != 1 || ins[0].ID != "a" || ins[0].Performs != nil {
+		t.Fatalf("Instances on the older schema = %+v, %v", ins, err)
+	}
+	if _, err := r.Pool().Exec(ctx, `DELETE FROM ackd_instances`); err == nil {
+		t.Fatal("a read-only store's session wrote")
+	}
+	if n := pgtest.Count(t, u, `SELECT count(*) FROM ackd_migrations`); n != latest()-1 {
+		t.Fatalf("ackd_migrations has %d rows after a read-only open, want %d", n, latest()-1)
+	}
+}

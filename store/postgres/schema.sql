@@ -152,3 +152,12 @@ CREATE INDEX outbox_request_id ON outbox (request_id) WHERE request_id IS NOT NU
 -- expired; judging by the row's own length, not the claimer's, keeps a
 -- replica with a shorter [sweep] lease from taking a live longer lease.
 ALTER TABLE outbox ADD COLUMN claim_lease_ms bigint;
+
+-- migrate: 5
+
+-- What each running replica can perform, space-separated: the effects it
+-- claims, and "forward.signed" when it has the forward secret. A sweep that
+-- must give a row back for a credential it lacks parks the row after
+-- sweep.HandBackLimit only when no live replica can perform it; NULL (a
+-- replica from before this column) counts as "may".
+ALTER TABLE ackd_instances ADD COLUMN effects text;

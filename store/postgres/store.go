@@ -55,6 +55,10 @@ type Store struct {
 	futureChecked atomic.Int64
 	closed        atomic.Bool
 	busy          atomic.Int64
+
+	// instanceEffects: ackd_instances has its effects column (every schema
+	// this binary migrates to; a read-only store may open an older one).
+	instanceEffects bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -101,6 +105,10 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "ackd"
 	}
+	if opts.ReadOnly {
+		// The server itself refuses every write of this process's sessions.
+		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, reason(err)
@@ -117,7 +125,16 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 			return nil, errors.New("no ackd schema in this database (ackd serve or ackd migrate creates it)")
 		}
 	}
-	if err := s.migrate(ctx); err != nil {
+	if opts.NoMigrate {
+		err = s.checkSchema(ctx)
+	} else {
+		err = s.migrate(ctx)
+	}
+	if err == nil {
+		err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = 'ackd_instances' AND column_name = 'effects')`).Scan(&s.instanceEffects)
+	}
+	if err != nil {
 		pool.Close()
 		return nil, reason(err)
 	}

@@ -1,11 +1,14 @@
 package sqlite_test
 
 import (
+	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/store/sqlite"
 	"github.com/ackd/ackd/store/storetest"
 )
 
@@ -25,6 +28,22 @@ type contractDB struct {
 func (d *contractDB) Open(t *testing.T, opts store.Options) store.Store {
 	opts.Now = d.clock.Now
 	return mustOpen(t, d.path, opts)
+}
+
+func (d *contractDB) TryOpen(t *testing.T, opts store.Options) (store.Store, error) {
+	opts.Now = d.clock.Now
+	opts.Schema = schema(t)
+	s, err := sqlite.Open(context.Background(), d.path, opts)
+	if err == nil {
+		t.Cleanup(func() { s.Close() })
+	}
+	return s, err
+}
+
+func (d *contractDB) SetSchemaVersion(t *testing.T, v int) {
+	if _, err := rawDB(t, d.path).Exec(fmt.Sprintf("PRAGMA user_version = %d", v)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (d *contractDB) Now(*testing.T) time.Time { return d.clock.Now() }

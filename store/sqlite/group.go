@@ -152,6 +152,9 @@ RETURNING id`
 // an fsync; the write lock is already held) and reports its outcome, so the
 // answer always matches the database.
 func (s *Store) inGroup(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, now int64) error) error {
+	if s.opts.ReadOnly {
+		return s.errReadOnly()
+	}
 	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {

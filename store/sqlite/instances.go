@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/ackd/ackd/store"
 )
 
 // instanceRetention is how long a crashed daemon's row is kept (shown as
@@ -16,10 +18,10 @@ const instanceRetention = 24 * time.Hour
 func (s *Store) Heartbeat(ctx context.Context, in Instance) error {
 	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO ackd_instances (instance_id, pid, host, listen, started_at, heartbeat_at)
-			 VALUES (?, ?, ?, ?, ?, ?)
-			 ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
-			in.ID, in.PID, in.Host, in.Listen, ms(in.StartedAt), now); err != nil {
+			`INSERT INTO ackd_instances (instance_id, pid, host, listen, started_at, heartbeat_at, effects)
+			 VALUES (?, ?, ?, ?, ?, ?, ?)
+			 ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, effects = excluded.effects`,
+			in.ID, in.PID, in.Host, in.Listen, ms(in.StartedAt), now, store.JoinPerforms(in.Performs)); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `DELETE FROM ackd_instances WHERE heartbeat_at < ?`,
@@ -34,8 +36,14 @@ func (s *Store) Heartbeat(ctx context.Context, in Instance) error {
 
 // Instances returns the instances whose heartbeat is at most fresh old.
 func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]Instance, error) {
+	// A read-only store may have opened a schema from before the effects
+	// column (Options.MinSchema): it reads NULL in its place.
+	effects := "effects"
+	if !s.instanceEffects {
+		effects = "NULL"
+	}
 	res, err := s.r.QueryContext(ctx,
-		`SELECT instance_id, pid, host, listen, started_at, heartbeat_at FROM ackd_instances
+		`SELECT instance_id, pid, host, listen, started_at, heartbeat_at, `+effects+` FROM ackd_instances
 		  WHERE heartbeat_at >= ? ORDER BY started_at, instance_id`, ms(s.opts.Now().Add(-fresh)))
 	if err != nil {
 		return nil, fmt.Errorf("instances: %w", err)
@@ -45,10 +53,12 @@ func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]Instance,
 	for res.Next() {
 		var in Instance
 		var started, beat int64
-		if err := res.Scan(&in.ID, &in.PID, &in.Host, &in.Listen, &started, &beat); err != nil {
+		var performs sql.NullString
+		if err := res.Scan(&in.ID, &in.PID, &in.Host, &in.Listen, &started, &beat, &performs); err != nil {
 			return nil, fmt.Errorf("instances: %w", err)
 		}
 		in.StartedAt, in.HeartbeatAt = time.UnixMilli(started), time.UnixMilli(beat)
+		in.Performs = store.SplitPerforms(performs.String, performs.Valid)
 		out = append(out, in)
 	}
 	return out, res.Err()

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -63,5 +64,31 @@ func TestInstances(t *testing.T) {
 	}
 	if n := count(t, rawDB(t, path), `SELECT count(*) FROM ackd_instances WHERE instance_id = 'a'`); n != 0 {
 		t.Errorf("a day-old instance row was kept")
+	}
+}
+
+// A read-only store on a schema from before ackd_instances.effects (the
+// inspection commands accept one) lists the instances with Performs nil.
+func TestInstancesReadOnlyWithoutEffectsColumn(t *testing.T) {
+	c := newClock()
+	s, path := newStore(t, c)
+	ctx := context.Background()
+	if err := s.Heartbeat(ctx, store.Instance{ID: "a", PID: 1, Host: "h", Listen: "x", StartedAt: c.Now(), Performs: []string{"log"}}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.SchemaVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	raw := rawDB(t, path)
+	if _, err := raw.Exec(fmt.Sprintf(`ALTER TABLE ackd_instances DROP COLUMN effects; PRAGMA user_version = %d`, v-1)); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	r := mustOpen(t, path, store.Options{Now: c.Now, ReadOnly: true, MinSchema: 3})
+	ins, err := r.Instances(ctx, time.Hour)
+	if err != nil || len(ins) != 1 || ins[0].ID != "a" || ins[0].Performs != nil {
+		t.Fatalf("Instances on the older schema = %+v, %v", ins, err)
 	}
 }

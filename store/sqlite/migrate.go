@@ -13,8 +13,23 @@ import (
 // SchemaVersion is the database's applied migration version (PRAGMA user_version).
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
-	err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
 	return v, err
+}
+
+// checkSchema is the open of a store that does not migrate: the file's
+// user_version must be one this binary knows and the caller can work with
+// (Options.MinSchema); nothing is written.
+func (s *Store) checkSchema(ctx context.Context, db *sql.DB) error {
+	ms, err := store.Migrations(s.opts.Schema)
+	if err != nil {
+		return err
+	}
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	return store.CheckSchema(v, ms[len(ms)-1].Version, s.opts.MinSchema)
 }
 
 // migrate applies the sections of the schema newer than user_version, each

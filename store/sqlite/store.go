@@ -57,6 +57,10 @@ type Store struct {
 	// Leases from the future (see Claim): the clock at the last claim and
 	// at the last look for such leases (0: not yet), unix ms.
 	lastClaim, leasesChecked atomic.Int64
+
+	// instanceEffects: ackd_instances has its effects column (every schema
+	// this binary migrates to; a read-only store may open an older one).
+	instanceEffects bool
 }
 
 // Open opens (creating if needed) the database at path and migrates it.
@@ -91,6 +95,9 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil, errors.New("no database file here (ackd serve or ackd migrate creates it)")
 		}
 	}
+	if opts.ReadOnly {
+		return openReadOnly(ctx, path, opts)
+	}
 	// Create the file ourselves so it is 0600 whatever the umask; SQLite
 	// gives the -wal and -shm files the database file's permissions.
 	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
@@ -110,8 +117,13 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 
-	s := &Store{path: path, opts: opts, w: w, ops: make(chan *op, 4096)}
-	if err := s.migrate(ctx); err != nil {
+	s := &Store{path: path, opts: opts, w: w, ops: make(chan *op, 4096), instanceEffects: true}
+	if opts.NoMigrate {
+		err = s.checkSchema(ctx, w)
+	} else {
+		err = s.migrate(ctx)
+	}
+	if err != nil {
 		w.Close()
 		return nil, sqliteReason(err)
 	}
@@ -142,6 +154,42 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.wg.Add(1)
 	go s.committer()
 	return s, nil
+}
+
+// openReadOnly opens path for inspection only: one read-only pool (SQLite's
+// mode=ro, and query_only), no writer, no committer, no checkpoints, no
+// migration. Nothing it does changes the file, so an older ackd serve still
+// starts on it afterwards.
+func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error) {
+	r, err := sql.Open("sqlite", readOnlyDSN(path, opts))
+	if err != nil {
+		return nil, err
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	s := &Store{path: path, opts: opts, r: r}
+	if err := s.checkSchema(ctx, r); err != nil {
+		r.Close()
+		return nil, sqliteReason(err)
+	}
+	var n int
+	if err := r.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('ackd_instances') WHERE name = 'effects'`).Scan(&n); err != nil {
+		r.Close()
+		return nil, sqliteReason(err)
+	}
+	s.instanceEffects = n == 1
+	return s, nil
+}
+
+// readOnlyDSN is a file: URI with mode=ro (SQLite opens the file read-only
+// and never creates it) and query_only; it sets no journal mode, which
+// would be a write on a file not yet in WAL mode.
+func readOnlyDSN(path string, o Options) string {
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "query_only(1)")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
 
 // dsn builds the modernc DSN. Each pragma runs on every new connection:
@@ -204,6 +252,10 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.opts.ReadOnly {
+		s.mu.Unlock()
+		return s.r.Close()
+	}
 	close(s.ops)
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -226,6 +278,9 @@ func (s *Store) Close() error {
 // inTx runs fn in one BEGIN IMMEDIATE transaction on the writer connection,
 // rolling back on error and on panic.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	if s.opts.ReadOnly {
+		return s.errReadOnly()
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return s.note(fmt.Errorf("begin: %w", err))
@@ -246,6 +301,11 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error)
 		return s.note(fmt.Errorf("commit: %w", err))
 	}
 	return nil
+}
+
+// errReadOnly is a write refused by a store opened ReadOnly.
+func (s *Store) errReadOnly() error {
+	return fmt.Errorf("database %s was opened read-only: %w", s.path, store.ErrReadOnly)
 }
 
 // note counts busy/locked errors and names the file in read-only errors

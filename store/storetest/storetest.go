@@ -48,6 +48,11 @@ type DB interface {
 	// StoredRequests lists the event ids in slack_requests, read past the
 	// store (the contract has no call that lists them), in byte order.
 	StoredRequests(t *testing.T) []string
+	// TryOpen is Open that returns the error instead of failing t.
+	TryOpen(t *testing.T, opts store.Options) (store.Store, error)
+	// SetSchemaVersion records v as the database's schema version, past
+	// the store, as if another ackd had migrated it that far.
+	SetSchemaVersion(t *testing.T, v int)
 }
 
 // NewDB makes a fresh database for one test.
@@ -64,6 +69,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("StoredRequest", func(t *testing.T) { testStoredRequest(t, newDB) })
 	t.Run("Inspect", func(t *testing.T) { testInspect(t, newDB) })
 	t.Run("Instances", func(t *testing.T) { testInstances(t, newDB) })
+	t.Run("OpenModes", func(t *testing.T) { testOpenModes(t, newDB) })
 }
 
 var ctx = context.Background()
@@ -1159,6 +1165,34 @@ func testInstances(t *testing.T, newDB NewDB) {
 		}
 		if got := names(list(48 * time.Hour)); got != "[b]" {
 			t.Errorf("a day-old instance row was kept: %s, want [b]", got)
+		}
+	})
+
+	t.Run("what an instance performs is read back as recorded; nothing recorded reads as nil, which may perform anything", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		now := db.Now(t)
+		for _, in := range []store.Instance{
+			{ID: "full", PID: 1, Host: "h", Listen: "x", StartedAt: now, Performs: []string{"forward", "forward.signed", "log", "post"}},
+			{ID: "none", PID: 2, Host: "h", Listen: "x", StartedAt: now.Add(time.Millisecond), Performs: []string{}},
+			{ID: "old", PID: 3, Host: "h", Listen: "x", StartedAt: now.Add(2 * time.Millisecond)},
+		} {
+			if err := s.Heartbeat(ctx, in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ins, err := s.Instances(ctx, time.Hour)
+		if err != nil || len(ins) != 3 {
+			t.Fatalf("Instances = %+v, %v", ins, err)
+		}
+		if got := fmt.Sprint(ins[0].Performs); got != "[forward forward.signed log post]" || !ins[0].CanPerform("forward.signed") || ins[0].CanPerform("redeliver") {
+			t.Errorf("full instance performs %s", got)
+		}
+		if ins[1].Performs == nil || len(ins[1].Performs) != 0 || ins[1].CanPerform("log") {
+			t.Errorf("an instance that performs nothing read back as %#v", ins[1].Performs)
+		}
+		if ins[2].Performs != nil || !ins[2].CanPerform("forward.signed") {
+			t.Errorf("an instance that recorded nothing read back as %#v", ins[2].Performs)
 		}
 	})
 }
