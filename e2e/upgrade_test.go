@@ -23,7 +23,9 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/ackd/ackd/internal/oldbuild"
+	"github.com/ackd/ackd/internal/pgtest"
 	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/store/postgres"
 )
 
 // previousRelease is the commit CHANGELOG.md names for its newest release
@@ -109,15 +111,28 @@ func (d *upgradeDaemon) stop(t *testing.T) {
 	}
 }
 
+// upgradeEngine is one database engine the upgrade test runs on.
+type upgradeEngine struct {
+	db      string             // the config's db
+	schema  string             // the engine's schema text (its migrations)
+	version func() int         // the database's schema version now
+	count   func(q string) int // a count query on the database
+	// rolling: the new daemon starts beside the old one, which stops after
+	// (PostgreSQL replicas behind a load balancer); otherwise the old one
+	// stops first (one VM, the package's restart).
+	rolling bool
+}
+
 // Issue 26: the upgrade the README describes, from the previous release
 // (CHANGELOG.md) to this one, on a database that release wrote and with its
 // daemon running: `ackd migrate --dry-run` names the migrations and writes
 // nothing; `ackd migrate` by the new binary migrates under the running old
 // daemon, which keeps acking and performing; the new daemon then starts on
-// the file, performs the rows the old one recorded and left pending, and
-// knows the old one's receipts (a retry is a duplicate). The older binary
-// then refuses to start on the migrated file, as the README's downgrade
-// note says.
+// the database (after the old one stopped on SQLite; beside it, replica by
+// replica, on PostgreSQL), performs the rows the old one recorded and left
+// pending, and knows the old one's receipts (a retry is a duplicate). The
+// older binary then refuses to start on the migrated database, as the
+// README's downgrade note says.
 func TestUpgradeFromPreviousRelease(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -127,6 +142,36 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	old := oldbuild.Build(t, rev)
 	t.Logf("previous release %s: commit %s", version, rev)
 
+	t.Run("sqlite, one VM: migrate under the old daemon, then restart on the new binary", func(t *testing.T) {
+		t.Parallel()
+		db := filepath.Join(t.TempDir(), "ackd.db")
+		query := func(q string) int {
+			t.Helper()
+			h, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			var n int
+			if err := h.QueryRow(q).Scan(&n); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			return n
+		}
+		upgrade(t, old, upgradeEngine{db: db, schema: readSchema(t), count: query,
+			version: func() int { return query("PRAGMA user_version") }})
+	})
+
+	t.Run("postgres replicas: migrate under the old replica, then a new replica beside it", func(t *testing.T) {
+		t.Parallel()
+		url := pgtest.URL(t)
+		count := func(q string) int { t.Helper(); return pgtest.Count(t, url, q) }
+		upgrade(t, old, upgradeEngine{db: url, schema: postgres.Schema, count: count, rolling: true,
+			version: func() int { return count("SELECT coalesce(max(version), 0) FROM ackd_migrations") }})
+	})
+}
+
+func upgrade(t *testing.T, old string, eng upgradeEngine) {
 	// The team's forward handler: answers 503 for the events recorded
 	// before the upgrade until the new daemon runs, 200 for the others;
 	// counts the deliveries per event (the row's Idempotency-Key is
@@ -149,16 +194,18 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	defer handler.Close()
 
 	dir := t.TempDir()
-	db := filepath.Join(dir, "ackd.db")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	freeAddr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	config := filepath.Join(dir, "ackd.toml")
-	// Keys both releases know.
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(`listen = %q
+	// Keys both releases know; one config per daemon (its own listen).
+	writeConfig := func(name, addr string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(fmt.Sprintf(`listen = %q
 db = %q
 
 [sweep]
@@ -173,13 +220,21 @@ event  = "app_mention"
 effect = "forward"
 url    = %q
 timeout = "5s"
-`, addr, db, handler.URL+"/slack")), 0o644); err != nil {
-		t.Fatal(err)
+`, addr, eng.db, handler.URL+"/slack")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
+	oldAddr, newAddr := freeAddr(), freeAddr()
+	if !eng.rolling {
+		newAddr = oldAddr // the same unit, restarted
+	}
+	oldConfig, newConfig := writeConfig("old.toml", oldAddr), writeConfig("new.toml", newAddr)
+
 	const secret = "upgrade-test-signing-secret"
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "SLACK_SIGNING_SECRET=" + secret,
 		"ACKD_FORWARD_SECRET=upgrade-forward-secret"}
-	send := func(id string, retry int) string {
+	send := func(addr, id string, retry int) string {
 		t.Helper()
 		body, _ := json.Marshal(map[string]any{"type": "event_callback", "team_id": "T1", "api_app_id": "A1",
 			"event_id": id, "event_time": 1700000000, "event": map[string]any{"type": "app_mention", "user": "U1",
@@ -202,19 +257,6 @@ timeout = "5s"
 			t.Fatalf("event %s: %s", id, resp.Status)
 		}
 		return resp.Header.Get("X-Ackd-Outcome")
-	}
-	userVersion := func() int {
-		t.Helper()
-		h, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		var v int
-		if err := h.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		return v
 	}
 	waitDelivered := func(ids []string, timeout time.Duration, d *upgradeDaemon) {
 		t.Helper()
@@ -240,18 +282,18 @@ timeout = "5s"
 
 	// The previous release creates the database and records events whose
 	// forward cannot be delivered yet.
-	oldD := startUpgradeDaemon(t, old, config, addr, env)
+	oldD := startUpgradeDaemon(t, old, oldConfig, oldAddr, env)
 	var before []string
 	for i := range 5 {
 		id := fmt.Sprintf("EvBefore%d", i)
-		if got := send(id, 0); got != "first" && got != "" { // older releases may not send the header
+		if got := send(oldAddr, id, 0); got != "first" {
 			t.Fatalf("old daemon, %s: outcome %q", id, got)
 		}
 		before = append(before, id)
 	}
-	oldVersion := userVersion()
+	oldVersion := eng.version()
 
-	ms, err := store.Migrations(readSchema(t))
+	ms, err := store.Migrations(eng.schema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,70 +303,71 @@ timeout = "5s"
 	}
 
 	// The README's order: the dry run first, which writes nothing.
-	out := runBin(t, ackdBin, env, "migrate", "--dry-run", "--config", config)
+	out := runBin(t, ackdBin, env, "migrate", "--dry-run", "--config", newConfig)
 	for _, m := range ms {
 		listed := strings.Contains(out, fmt.Sprintf("would apply migration %d:", m.Version))
 		if listed != (m.Version > oldVersion) {
 			t.Errorf("dry run lists migration %d: %v (database at %d):\n%s", m.Version, listed, oldVersion, out)
 		}
 	}
-	if v := userVersion(); v != oldVersion {
+	if v := eng.version(); v != oldVersion {
 		t.Fatalf("the dry run moved the schema from %d to %d", oldVersion, v)
 	}
 
 	// Migrate with the old daemon still running; it keeps acking and
 	// performing on the migrated schema.
-	runBin(t, ackdBin, env, "migrate", "--config", config)
-	if v := userVersion(); v != latest {
+	runBin(t, ackdBin, env, "migrate", "--config", newConfig)
+	if v := eng.version(); v != latest {
 		t.Fatalf("after migrate the schema is %d, want %d", v, latest)
 	}
 	var during []string
 	for i := range 3 {
 		id := fmt.Sprintf("EvDuring%d", i)
-		send(id, 0)
+		if got := send(oldAddr, id, 0); got != "first" {
+			t.Errorf("old daemon on the migrated schema, %s: outcome %q", id, got)
+		}
 		during = append(during, id)
 	}
 	waitDelivered(during, 30*time.Second, oldD)
 
-	// Replace the binary and restart (the package upgrade's restart).
-	oldD.stop(t)
+	// The new binary: the package upgrade's restart on one VM, the next
+	// replica on PostgreSQL (the old one stops after).
+	if !eng.rolling {
+		oldD.stop(t)
+	}
+	newD := startUpgradeDaemon(t, ackdBin, newConfig, newAddr, env)
 	mu.Lock()
 	holdOld = false
 	mu.Unlock()
-	newD := startUpgradeDaemon(t, ackdBin, config, addr, env)
-	waitDelivered(before, 30*time.Second, newD)
 	for _, id := range before {
-		if got := send(id, 1); got != "duplicate" {
+		if got := send(newAddr, id, 1); got != "duplicate" {
 			t.Errorf("a retry of %s, recorded by the previous release: outcome %q, want duplicate", id, got)
 		}
 	}
 	var after []string
 	for i := range 3 {
 		id := fmt.Sprintf("EvAfter%d", i)
-		if got := send(id, 0); got != "first" {
+		if got := send(newAddr, id, 0); got != "first" {
 			t.Errorf("new daemon, %s: outcome %q", id, got)
 		}
 		after = append(after, id)
 	}
+	if eng.rolling {
+		oldD.stop(t)
+	}
+	waitDelivered(before, 30*time.Second, newD)
 	waitDelivered(after, 30*time.Second, newD)
 	newD.stop(t)
 
-	h, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	var pending, parked, done int
-	if err := h.QueryRow(`SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'parked'),
-		count(*) FILTER (WHERE status = 'done') FROM outbox`).Scan(&pending, &parked, &done); err != nil {
-		t.Fatal(err)
-	}
+	pending := eng.count(`SELECT count(*) FROM outbox WHERE status = 'pending'`)
+	parked := eng.count(`SELECT count(*) FROM outbox WHERE status = 'parked'`)
+	done := eng.count(`SELECT count(*) FROM outbox WHERE status = 'done'`)
 	if want := len(before) + len(during) + len(after); pending != 0 || parked != 0 || done != want {
 		t.Errorf("outbox: pending=%d parked=%d done=%d, want 0, 0, %d", pending, parked, done, want)
 	}
 
 	// Downgrade: the previous release refuses the migrated database.
-	cmd := exec.Command(old, "migrate", "--config", config)
+	cmd := exec.Command(old, "migrate", "--config", oldConfig)
 	cmd.Env = env
 	b, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(b), fmt.Sprintf("database schema version %d is newer than this ackd (%d)", latest, oldVersion)) {
