@@ -56,9 +56,8 @@ func TestReleaseBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	dist := t.TempDir()
-	run(t, repo, []string{"DIST_DIR=" + dist}, "bash", "scripts/dist.sh", testVersion)
-
 	commit := strings.TrimSpace(run(t, repo, nil, "git", "rev-parse", "HEAD"))
+	run(t, repo, []string{"DIST_DIR=" + dist}, "bash", "scripts/dist.sh", testVersion)
 
 	t.Run("SHA256SUMS covers every artifact, and each sum is right", func(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))

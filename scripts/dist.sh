@@ -62,12 +62,25 @@ rm -f "$out"/ackd_"$version"_* "$out/SHA256SUMS"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# The binaries, built side by side (one build leaves cores idle while it
+# compiles the largest packages and links).
+pids=()
 for arch in $arches; do
 	bin="$out/ackd_${version}_linux_${arch}"
 	echo "dist.sh: building $(basename "$bin")"
-	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$bin" .
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$bin" . &
+	pids+=($!)
+done
+for pid in "${pids[@]}"; do
+	wait "$pid" || {
+		echo "dist.sh: go build failed (output above)" >&2
+		exit 1
+	}
+done
 
-	# --- the package tree ----------------------------------------------------
+# --- the packages --------------------------------------------------------------
+for arch in $arches; do
+	bin="$out/ackd_${version}_linux_${arch}"
 	root="$work/$arch"
 	install -d -m 0755 "$root/DEBIAN" "$root/usr/bin" "$root/usr/lib/systemd/system" \
 		"$root/etc/ackd" "$root/usr/share/ackd" "$root/usr/share/doc/ackd"
