@@ -264,8 +264,52 @@ func TestReleaseBuild(t *testing.T) {
 			t.Errorf("systemd-analyze verify of the installed unit: %v\n%s", err, out)
 		}
 
+		// The README's next step: the secrets go into the credentials
+		// directory. Then the shipped config passes the installed binary's
+		// own check, run with the environment the unit gives the daemon:
+		// its Environment= lines, %d (the credentials systemd loads) mapped
+		// through its LoadCredential= lines, the state directory in the
+		// scratch root.
+		for _, name := range []string{"slack-signing-secret", "slack-bot-token", "forward-secret"} {
+			if err := os.WriteFile(at("etc/ackd/credentials/"+name), []byte("test-"+name), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.MkdirAll(at("var/lib/ackd"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		creds := map[string]string{}
+		var unitEnv []string
+		for _, line := range strings.Split(string(unit), "\n") {
+			if v, ok := strings.CutPrefix(line, "LoadCredential="); ok {
+				name, path, _ := strings.Cut(v, ":")
+				creds["%d/"+name] = at(path)
+			}
+		}
+		for _, line := range strings.Split(string(unit), "\n") {
+			kv, ok := strings.CutPrefix(line, "Environment=")
+			if !ok {
+				continue
+			}
+			k, v, _ := strings.Cut(kv, "=")
+			switch {
+			case strings.HasPrefix(v, "%d/"):
+				if creds[v] == "" {
+					t.Errorf("the unit sets %s=%s, but no LoadCredential= provides it", k, v)
+				}
+				v = creds[v]
+			case k == "ACKD_DB":
+				v = at(v)
+			}
+			unitEnv = append(unitEnv, k+"="+v)
+		}
 		t.Run("the shipped config passes the installed binary's ackd config check", func(t *testing.T) {
-			run(t, root, nil, at("usr/bin/ackd"), "config", "check", "--config", at("etc/ackd/ackd.toml"))
+			cmd := exec.Command(at("usr/bin/ackd"), "config", "check", "--config", at("etc/ackd/ackd.toml"))
+			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + root}, unitEnv...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Errorf("ackd config check of the shipped config, with the unit's environment %v: %v\n%s", unitEnv, err, out)
+			}
 		})
 
 		// The operator's edit of the conffile survives a reinstall.
@@ -278,15 +322,10 @@ func TestReleaseBuild(t *testing.T) {
 			t.Errorf("a reinstall replaced the operator's /etc/ackd/ackd.toml")
 		}
 
-		// The database (what ackd serve creates in its StateDirectory) and a
-		// secret, then remove, then purge.
-		if err := os.MkdirAll(at("var/lib/ackd"), 0o700); err != nil {
+		// The database (what ackd serve creates in its StateDirectory),
+		// then remove, then purge.
+		if err := os.WriteFile(at("var/lib/ackd/ackd.db"), []byte("database"), 0o600); err != nil {
 			t.Fatal(err)
-		}
-		for p, content := range map[string]string{"var/lib/ackd/ackd.db": "database", "etc/ackd/credentials/slack-signing-secret": "s3cret"} {
-			if err := os.WriteFile(at(p), []byte(content), 0o600); err != nil {
-				t.Fatal(err)
-			}
 		}
 		dpkg("--remove", "ackd")
 		for _, p := range []string{"usr/bin/ackd", "usr/lib/systemd/system/ackd.service"} {
