@@ -13,7 +13,7 @@
 #
 #   VERSION      a Debian-compatible version starting with a digit: 0.2.0,
 #                0.2.0~rc1 (no leading "v")
-#   DIST_DIR     output directory (default: dist, beside this script's repo)
+#   DIST_DIR     output directory (default: the repository's dist/)
 #   DIST_ARCHES  architectures (default: "amd64 arm64")
 set -euo pipefail
 
@@ -29,10 +29,11 @@ version=$1
 }
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$repo"
-out=${DIST_DIR:-dist}
+# DIST_DIR is taken relative to where dist.sh was started; dist/ is the repo's.
+out=${DIST_DIR:-$repo/dist}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+cd "$repo"
 arches=${DIST_ARCHES:-amd64 arm64}
 
 for tool in go dpkg-deb sha256sum; do
