@@ -75,6 +75,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		g.with(statusCmd(g), "db"),
 		g.with(outboxCmd(g), "db"),
 		g.with(pruneCmd(g), "db"),
+		g.with(installsCmd(g), "db"),
 		g.with(backupCmd(g), "db"),
 		g.with(sendCmd(g), "listen"),
 		g.with(benchCmd(g), "db", "listen"),
@@ -231,6 +232,9 @@ func secrets(signing bool) (daemon.Secrets, error) {
 	get("SLACK_BOT_TOKEN", &sec.BotToken)
 	get("ACKD_FORWARD_SECRET", &sec.ForwardSecret)
 	get("ACKD_REDELIVER_SECRET", &sec.RedeliverSecret)
+	get("SLACK_CLIENT_SECRET", &sec.ClientSecret)
+	get("ACKD_TOKEN_KEY", &sec.TokenKey)
+	get("ACKD_TOKEN_KEY_OLD", &sec.TokenKeyOld)
 	return sec, err
 }
 
@@ -246,6 +250,8 @@ func serveCmd(g *globals) *cobra.Command {
 			"  SLACK_SIGNING_SECRET  required: the app's signing secret; serve refuses to start without it\n" +
 			"  SLACK_BOT_TOKEN       bot token for post, react, update (without it their rows stay pending)\n" +
 			"  ACKD_FORWARD_SECRET   signs forward requests (X-Ackd-Signature)\n" +
+			"  SLACK_CLIENT_SECRET, ACKD_TOKEN_KEY (ACKD_TOKEN_KEY_OLD)  with [oauth]: the app's client secret\n" +
+			"                        and the key sealing installation tokens; SLACK_BOT_TOKEN is then not used\n" +
 			"  SLACK_API_URL         Web API base URL (tests, proxies)\n" +
 			"  ACKD_CONFIG, ACKD_DB, ACKD_LISTEN  as --config, --db, --listen\n" +
 			"  ACKD_LOG_LEVEL        debug, info (default), warn, error",
@@ -311,6 +317,20 @@ func sweepCmd(g *globals) *cobra.Command {
 				}
 				log := g.logger()
 				ec := cfg.EffectConfig(sec, log, nil)
+				svc, err := cfg.OAuthService(sec, st, log, nil, nil)
+				if err != nil {
+					return err
+				}
+				if svc != nil {
+					// Tokens due for a refresh first; one another process
+					// is refreshing (its lease) is left to it.
+					if rr, err := svc.RefreshDue(ctx); err != nil {
+						fmt.Fprintf(g.stderr, "ackd sweep: token refresh pass failed: %v\n", err)
+					} else if rr.Refreshed+rr.Held+rr.Failed > 0 {
+						fmt.Fprintf(g.stderr, "ackd sweep: tokens refreshed=%d left_to_another_process=%d failed=%d\n", rr.Refreshed, rr.Held, rr.Failed)
+					}
+					ec.Tokens = svc
+				}
 				sc := cfg.SweepConfig()
 				sc.Skip = ec.Unavailable()
 				if routed := cfg.RoutedSkips(sc.Skip); len(routed) > 0 {

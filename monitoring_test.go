@@ -77,8 +77,11 @@ func monitoringExprs(tb testing.TB) (dashboard, rules []string) {
 func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cfg := procWriteConfig(t, dir, "ackd.toml", "[[route]]\nname = \"log\"\nevent = \"app_mention\"\neffect = \"log\"\n")
-	d := procServe(t, procServeOpts{Config: cfg, DB: filepath.Join(dir, "ackd.db")})
+	// With [oauth], so that its metrics are exported too (the rest are the same).
+	cfg := procWriteConfig(t, dir, "ackd.toml", "[oauth]\nclient_id = \"1.2\"\nscopes = [\"chat:write\"]\nredirect_url = \"https://ackd.example/slack/oauth_redirect\"\n\n"+
+		"[[route]]\nname = \"log\"\nevent = \"app_mention\"\neffect = \"log\"\n")
+	d := procServe(t, procServeOpts{Config: cfg, DB: filepath.Join(dir, "ackd.db"),
+		Env: procEnv("SLACK_CLIENT_SECRET=client-secret", "ACKD_TOKEN_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")})
 	// One request and one effect, so that the labelled families exist.
 	d.mustPostEvent(procMention("EvMon1", "hi"))
 	var families map[string]*dto.MetricFamily

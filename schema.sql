@@ -167,3 +167,45 @@ ALTER TABLE outbox ADD COLUMN claim_lease_ms INTEGER;
 -- sweep.HandBackLimit only when no live daemon can perform it; NULL (a
 -- daemon from before this column) counts as "may".
 ALTER TABLE ackd_instances ADD COLUMN effects TEXT;
+
+-- migrate: 7
+
+-- Many workspaces ([oauth]): one row per installation of the app, keyed by
+-- team id, or by enterprise id for an org-wide install. The tokens (bot
+-- token, refresh token, expiry) are in secret only, sealed with AES-256-GCM
+-- under ACKD_TOKEN_KEY: a copy of this file (a backup, a Litestream replica)
+-- holds no usable token. version counts writes of secret, so that a token
+-- refresh replaces exactly the pair it read.
+CREATE TABLE ackd_installations (
+  install_key         TEXT    PRIMARY KEY,  -- team_id, or enterprise_id for an org-wide install
+  team_id             TEXT    NOT NULL DEFAULT '',
+  enterprise_id       TEXT    NOT NULL DEFAULT '',
+  is_enterprise_install INTEGER NOT NULL DEFAULT 0,
+  app_id              TEXT    NOT NULL DEFAULT '',
+  bot_user_id         TEXT    NOT NULL DEFAULT '',
+  bot_id              TEXT    NOT NULL DEFAULT '',
+  scopes              TEXT    NOT NULL DEFAULT '',
+  user_scopes         TEXT    NOT NULL DEFAULT '',
+  installer_user_id   TEXT    NOT NULL DEFAULT '',
+  installed_at        INTEGER NOT NULL,
+  updated_at          INTEGER NOT NULL,
+  secret              BLOB    NOT NULL,     -- sealed: never a token in clear
+  version             INTEGER NOT NULL DEFAULT 1,
+  error               TEXT    NOT NULL DEFAULT ''  -- why the tokens cannot be used (a refused refresh)
+);
+
+-- The install flow's states that were used (their hash), kept while they
+-- are valid (10 minutes): a state is signed, so the install page writes
+-- nothing, and it is accepted once, decided by this table's key.
+CREATE TABLE ackd_oauth_states (
+  state_hash  TEXT    PRIMARY KEY,
+  expires_at  INTEGER NOT NULL
+);
+
+-- Named leases between processes: one token refresher per installation
+-- ("refresh:{install_key}") across the daemon and hand-run commands.
+CREATE TABLE ackd_leases (
+  name        TEXT    PRIMARY KEY,
+  holder      TEXT    NOT NULL,
+  expires_at  INTEGER NOT NULL
+);

@@ -57,6 +57,10 @@ type Config struct {
 	Commands  CommandsConfig  `toml:"commands"`
 	Socket    SocketConfig    `toml:"socket_mode"`
 	Metrics   MetricsConfig   `toml:"metrics"`
+	// OAuth, when present, serves many workspaces: the install flow and a
+	// token per installation. Absent, one workspace with SLACK_BOT_TOKEN.
+	OAuth     *OAuthConfig    `toml:"oauth"`
+	Redeliver RedeliverConfig `toml:"redeliver"`
 	Routes    []Route         `toml:"route"`
 
 	// Source names where the config came from ("built-in defaults" or a path).
@@ -126,6 +130,32 @@ type MetricsConfig struct {
 	// so that the Slack-facing listener serves nothing but /slack/*. Empty:
 	// both are served on listen, beside the Slack endpoints.
 	Listen string `toml:"listen"`
+}
+
+// OAuthConfig is [oauth]: the app is installed by OAuth in many workspaces
+// (package oauth). Its secrets are SLACK_CLIENT_SECRET and ACKD_TOKEN_KEY.
+type OAuthConfig struct {
+	ClientID     string   `toml:"client_id"`
+	Scopes       []string `toml:"scopes"`      // bot scopes
+	UserScopes   []string `toml:"user_scopes"` // optional
+	RedirectURL  string   `toml:"redirect_url"`
+	InstallPath  string   `toml:"install_path"`  // default /slack/install
+	RedirectPath string   `toml:"redirect_path"` // default /slack/oauth_redirect
+	SuccessURL   string   `toml:"success_url"`
+	FailureURL   string   `toml:"failure_url"`
+	AuthorizeURL string   `toml:"authorize_url"` // default Slack's https://slack.com/oauth/v2/authorize
+	// NotInstalledWait: how long a row of a team with no installation
+	// waits before it parks (default 15m).
+	NotInstalledWait Duration `toml:"not_installed_wait"`
+}
+
+// RedeliverConfig is [redeliver]: what an app behind redeliver routes needs
+// besides the re-delivered requests.
+type RedeliverConfig struct {
+	// Passthrough lists paths (the app's own OAuth installer, e.g.
+	// /slack/install and /slack/oauth_redirect) whose GET requests are
+	// proxied to the app synchronously, query, cookies and redirects intact.
+	Passthrough []string `toml:"passthrough"`
 }
 
 // Route turns matching requests into one outbox row each.
@@ -343,6 +373,8 @@ func (c *Config) Validate() error {
 	if c.Retention.Receipts.Duration < 10*time.Minute {
 		bad("retention.receipts: %s is shorter than Slack's retry window (about 6 minutes)", c.Retention.Receipts.Duration)
 	}
+
+	c.validateOAuth(bad)
 
 	seen := map[string]int{}
 	for i := range c.Routes {

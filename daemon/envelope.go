@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -29,6 +30,11 @@ type Envelope struct {
 	Challenge string
 	TeamID    string
 	EventID   string
+	// Enterprise is the Enterprise Grid org's id, when the envelope names
+	// one; Install is the key of the installation that serves the event
+	// ([oauth]): see installKey.
+	Enterprise string
+	Install    string
 
 	Inner InnerEvent
 }
@@ -52,7 +58,17 @@ type envelopeJSON struct {
 	Challenge string `json:"challenge"`
 	TeamID    string `json:"team_id"`
 	EventID   string `json:"event_id"`
-	Event     *struct {
+	// Who the event is for (slack-go's structs lack some of these).
+	EnterpriseID        string `json:"enterprise_id"`
+	IsEnterpriseInstall bool   `json:"is_enterprise_install"`
+	ContextTeamID       string `json:"context_team_id"`
+	ContextEnterpriseID string `json:"context_enterprise_id"`
+	Authorizations      []struct {
+		EnterpriseID        string `json:"enterprise_id"`
+		TeamID              string `json:"team_id"`
+		IsEnterpriseInstall bool   `json:"is_enterprise_install"`
+	} `json:"authorizations"`
+	Event *struct {
 		InnerEvent
 		// channel and user are strings in message-like events and
 		// objects in others (channel_created, user_change).
@@ -78,6 +94,7 @@ func ParseEnvelope(body []byte) (Envelope, error) {
 		return Envelope{}, malformed("body is not a JSON object: %v", err)
 	}
 	env := Envelope{Type: raw.Type, Challenge: raw.Challenge, TeamID: raw.TeamID, EventID: raw.EventID}
+	env.Enterprise, env.Install = installKey(raw)
 	if env.Type == "" {
 		return Envelope{}, malformed("no envelope type")
 	}
@@ -119,6 +136,29 @@ func ParseEnvelope(body []byte) (Envelope, error) {
 	}
 	env.Inner = in
 	return env, nil
+}
+
+// installKey names the installation an event is for: the first
+// authorization's (the installation that sees the event) — its enterprise
+// for an org-wide install, else its team — and without authorizations the
+// envelope's own team_id (or context_team_id), or its enterprise_id when
+// it says is_enterprise_install.
+func installKey(raw envelopeJSON) (enterprise, key string) {
+	enterprise = cmp.Or(raw.EnterpriseID, raw.ContextEnterpriseID)
+	if len(raw.Authorizations) > 0 {
+		a := raw.Authorizations[0]
+		enterprise = cmp.Or(a.EnterpriseID, enterprise)
+		if a.IsEnterpriseInstall && a.EnterpriseID != "" {
+			return enterprise, a.EnterpriseID
+		}
+		if a.TeamID != "" {
+			return enterprise, a.TeamID
+		}
+	}
+	if raw.IsEnterpriseInstall && enterprise != "" {
+		return enterprise, enterprise
+	}
+	return enterprise, cmp.Or(raw.TeamID, raw.ContextTeamID)
 }
 
 func jsonString(raw json.RawMessage) string {
@@ -181,6 +221,16 @@ func (c Command) Facts(opID string) sweep.Facts {
 	}
 }
 
+// Install is the key of the installation a command is for ([oauth]).
+func (c Command) Install() (enterprise, key string) {
+	f := c.Form
+	enterprise = f.Get("enterprise_id")
+	if f.Get("is_enterprise_install") == "true" && enterprise != "" {
+		return enterprise, enterprise
+	}
+	return enterprise, f.Get("team_id")
+}
+
 // RawJSON is the form as a JSON object of strings (first value of each
 // field), the shape forwarded to a team's handler.
 func (c Command) RawJSON() json.RawMessage { return sweep.FormJSON(c.Form) }
@@ -199,6 +249,10 @@ type Interaction struct {
 	ThreadTS    string
 	ActionTS    string
 	Actions     []Action
+	// EnterpriseID and EnterpriseInstall say which installation the
+	// interaction is for ([oauth]): see Install.
+	EnterpriseID      string
+	EnterpriseInstall bool
 
 	// identity holds what else tells two genuine interactions apart when
 	// there is no trigger_id (view_closed, block_suggestion): the view's id
@@ -253,9 +307,10 @@ func ParseInteraction(body []byte) (Interaction, error) {
 			RootViewID     string `json:"root_view_id"`
 			PreviousViewID string `json:"previous_view_id"`
 		} `json:"view"`
-		IsCleared  bool   `json:"is_cleared"`
-		APIAppID   string `json:"api_app_id"`
-		Enterprise struct {
+		IsCleared           bool   `json:"is_cleared"`
+		IsEnterpriseInstall bool   `json:"is_enterprise_install"`
+		APIAppID            string `json:"api_app_id"`
+		Enterprise          struct {
 			ID string `json:"id"`
 		} `json:"enterprise"`
 		// block_suggestion: the element and what the user has typed so far.
@@ -285,6 +340,7 @@ func ParseInteraction(body []byte) (Interaction, error) {
 		Raw: json.RawMessage(payload), Type: p.Type, TriggerID: p.TriggerID, CallbackID: p.CallbackID,
 		ResponseURL: p.ResponseURL, TeamID: p.Team.ID, UserID: p.User.ID, ChannelID: p.Channel.ID,
 		MessageTS: p.Message.TS, ThreadTS: p.Message.ThreadTS, ActionTS: p.ActionTS,
+		EnterpriseID: p.Enterprise.ID, EnterpriseInstall: p.IsEnterpriseInstall,
 		identity: []string{p.View.ID, p.View.Hash, p.View.RootViewID, p.View.PreviousViewID,
 			strconv.FormatBool(p.IsCleared), p.APIAppID, p.Enterprise.ID, p.Channel.ID, p.Container.ChannelID,
 			p.ActionID, p.BlockID, p.Value},
@@ -342,6 +398,14 @@ func (ix Interaction) OperationID() string {
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return "ix:h:" + hex.EncodeToString(sum[:12])
+}
+
+// Install is the key of the installation an interaction is for ([oauth]).
+func (ix Interaction) Install() (enterprise, key string) {
+	if ix.EnterpriseInstall && ix.EnterpriseID != "" {
+		return ix.EnterpriseID, ix.EnterpriseID
+	}
+	return ix.EnterpriseID, ix.TeamID
 }
 
 // Facts are what templates and effects see of an interaction; ActionID and

@@ -51,7 +51,8 @@ type answer struct {
 	reason  string // why ignored or rejected
 	routes  int
 	err     error
-	trigger bool // a first delivery: sweep right after the answer is written
+	trigger bool   // a first delivery: sweep right after the answer is written
+	install string // the installation the request is for (counted when unknown, with [oauth])
 }
 
 func ephemeral(text string) []byte {
@@ -108,6 +109,7 @@ func (s *Server) slackHandler(endpoint string, h func(ctx context.Context, req r
 			s.Trigger()
 		}
 		s.logAnswer(endpoint, r, a, took)
+		s.countUnknownTeam(a)
 	})
 }
 
@@ -246,6 +248,15 @@ func (s *Server) handleEvents(ctx context.Context, req request) answer {
 		return a
 	case "event_callback":
 		a.typ = env.Inner.Type
+		if t := env.Inner.Type; t != "app_uninstalled" && t != "tokens_revoked" {
+			a.install = env.Install // counted when unknown; these end an installation
+		}
+		if s.oauth != nil {
+			if err := s.uninstallEvent(ctx, env, req.body); err != nil {
+				a.status, a.outcome, a.err, a.reason = http.StatusInternalServerError, outcomeFailed, err, "uninstall not recorded"
+				return a
+			}
+		}
 		rows, ignored, err := s.cfg.eventRows(env)
 		if err != nil {
 			a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeFailed, err
@@ -291,7 +302,9 @@ func (s *Server) handleCommand(ctx context.Context, req request) answer {
 		a.body, a.ctype = ephemeral(s.cfg.Commands.UnhandledText), "application/json"
 		return a
 	}
-	facts := cmd.Facts(opID)
+	ent, install := cmd.Install()
+	facts := s.cfg.installFacts(cmd.Facts(opID), ent, install)
+	a.install = install
 	in := store.Intent{EventID: opID, EventType: "command " + cmd.Command}
 	ackText := ""
 	for _, r := range routes {
@@ -333,7 +346,8 @@ func (s *Server) handleInteraction(ctx context.Context, req request) answer {
 		// options again, not a duplicate's empty answer.
 		opID += ":" + sweep.NewToken()[:12]
 	}
-	a := answer{id: opID, typ: ix.Type}
+	_, ixInstall := ix.Install()
+	a := answer{id: opID, typ: ix.Type, install: ixInstall}
 	routes, actions := s.cfg.interactionRoutes(ix)
 	if len(routes) == 0 {
 		a.outcome, a.reason = outcomeIgnored, ignoredUnrouted
@@ -342,7 +356,8 @@ func (s *Server) handleInteraction(ctx context.Context, req request) answer {
 	in := store.Intent{EventID: opID, EventType: "interaction " + ix.Type}
 	inline := -1 // the row whose first attempt runs before the answer
 	for i, r := range routes {
-		row, err := r.row(opID+":"+r.Name, sweep.SourceInteraction, ix.Facts(opID, actions[i]))
+		ent, install := ix.Install()
+		row, err := r.row(opID+":"+r.Name, sweep.SourceInteraction, s.cfg.installFacts(ix.Facts(opID, actions[i]), ent, install))
 		if err != nil {
 			a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeFailed, err
 			return a

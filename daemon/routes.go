@@ -44,7 +44,7 @@ func (c *Config) eventRows(env Envelope) ([]store.NewRow, string, error) {
 		}
 	}
 	var rows []store.NewRow
-	facts := env.Facts()
+	facts := c.installFacts(env.Facts(), env.Enterprise, env.Install)
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		if !r.matchesEvent(in.Type) || (r.Channel != "" && r.Channel != in.Channel) {
@@ -66,6 +66,15 @@ func (c *Config) eventRows(env Envelope) ([]store.NewRow, string, error) {
 		return nil, ignoredUnrouted, nil
 	}
 	return rows, "", nil
+}
+
+// installFacts adds, with [oauth], the installation whose token performs
+// the rows: without [oauth] rows stay as they were.
+func (c *Config) installFacts(f sweep.Facts, enterprise, install string) sweep.Facts {
+	if c.OAuth != nil {
+		f.Enterprise, f.Install = enterprise, install
+	}
+	return f
 }
 
 // matchesEvent reports whether an Events API route takes an event type.

@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ackd/ackd/oauth"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
 )
@@ -51,6 +52,10 @@ type Secrets struct {
 	// with another secret than ackd's (ACKD_REDELIVER_SECRET); empty means
 	// SigningSecret.
 	RedeliverSecret string
+	// With [oauth]: the app's client secret (SLACK_CLIENT_SECRET) and the
+	// key sealing installation tokens (ACKD_TOKEN_KEY, base64 of 32 bytes),
+	// with the previous key during a rotation (ACKD_TOKEN_KEY_OLD).
+	ClientSecret, TokenKey, TokenKeyOld string
 }
 
 // Options are a Server's dependencies.
@@ -83,6 +88,7 @@ type Server struct {
 	bodies   *bodyBudget
 	metrics  *metrics
 	socket   *socketIngress // nil unless [socket_mode] enabled
+	oauth    *oauth.Service // nil without [oauth]
 
 	ln   net.Listener
 	http *http.Server
@@ -121,6 +127,14 @@ func New(cfg Config, opts Options) (*Server, error) {
 			if r.Effect == "redeliver" {
 				return nil, fmt.Errorf("route %q: effect redeliver signs each request for the app: set SLACK_SIGNING_SECRET or ACKD_REDELIVER_SECRET (or …_FILE)", r.Name)
 			}
+		}
+	}
+	if cfg.OAuth != nil {
+		if _, err := TokenKeys(opts.Secrets); err != nil {
+			return nil, err
+		}
+		if opts.Secrets.ClientSecret == "" {
+			return nil, errMissing("SLACK_CLIENT_SECRET", "[oauth] exchanges install codes and refreshes tokens with the app's client secret")
 		}
 	}
 	if opts.Logger == nil {
@@ -183,8 +197,15 @@ func (c Config) RoutedSkips(skip map[string]string) map[string]string {
 
 // EffectConfig maps configuration and secrets onto the effects'.
 func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) sweep.EffectConfig {
-	return sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
+	ec := sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
 		RedeliverSecret: cmp.Or(sec.RedeliverSecret, sec.SigningSecret), HTTPClient: hc, Logger: log}
+	if c.OAuth != nil {
+		// Each row takes its team's token (EffectConfig.Tokens, set by the
+		// caller); SLACK_BOT_TOKEN is not used.
+		ec.BotToken = ""
+		ec.NotInstalledWait = c.OAuth.NotInstalledWait.Duration
+	}
+	return ec
 }
 
 // Open opens the database, binds the listener and starts the background
@@ -231,6 +252,12 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		Help: "Bytes of the request body budget reserved by Slack requests being read or answered now.",
 	}, func() float64 { return float64(s.bodies.held.Load()) }))
 	ec := s.cfg.EffectConfig(s.opts.Secrets, s.opts.Logger, s.opts.HTTPClient)
+	if s.oauth, err = s.cfg.OAuthService(s.opts.Secrets, st, s.opts.Logger, s.opts.HTTPClient, s.metrics.reg); err != nil {
+		return err
+	}
+	if s.oauth != nil {
+		ec.Tokens = s.oauth
+	}
 	sc := s.cfg.SweepConfig()
 	sc.Skip = ec.Unavailable()
 	s.sweeper = sweep.New(st, sweep.Effects(ec), sc, s.opts.Logger, s.metrics)
@@ -287,6 +314,9 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	s.goLoop(s.immediateLoop)
 	s.goLoop(s.pruneLoop)
 	s.goLoop(s.heartbeatLoop)
+	if s.oauth != nil {
+		s.goLoop(func() { s.oauth.Run(s.ctx) })
+	}
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
 	}
@@ -309,7 +339,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	}
 	s.log.Info("ackd listening", "addr", ln.Addr().String(), "metrics_addr", s.MetricsAddr(), "db", st.Location(), "engine", st.Engine(), "config", s.cfg.Source,
 		"synchronous", s.cfg.Synchronous, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String(),
-		"http_slack_routes", s.verify != nil, "socket_mode", s.cfg.Socket.Enabled)
+		"http_slack_routes", s.verify != nil, "socket_mode", s.cfg.Socket.Enabled, "oauth", s.oauth != nil)
 	if err := s.opts.Notifier.Ready(); err != nil {
 		s.log.Warn("sd_notify READY failed", "err", err)
 	}
@@ -593,6 +623,15 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("/slack/events", s.slackHandler("events", s.handleEvents))
 		mux.Handle("/slack/commands", s.slackHandler("commands", s.handleCommand))
 		mux.Handle("/slack/interactivity", s.slackHandler("interactivity", s.handleInteraction))
+	}
+	if s.oauth != nil {
+		mux.Handle(s.cfg.OAuth.InstallPath, s.oauth.InstallHandler())
+		mux.Handle(s.cfg.OAuth.RedirectPath, s.oauth.RedirectHandler())
+	}
+	if h := s.cfg.passthrough(s.log.With("component", "passthrough")); h != nil {
+		for _, p := range s.cfg.Redeliver.Passthrough {
+			mux.Handle(p, h)
+		}
 	}
 	if s.cfg.Metrics.Listen == "" {
 		s.operatorMux(mux)

@@ -125,6 +125,9 @@ type Store interface {
 	// Retire deletes instance id's row (a clean shutdown).
 	Retire(ctx context.Context, id string) error
 
+	// Installations: many workspaces ([oauth]), see installs.go.
+	Installations
+
 	// Now is the clock the store stamps rows with.
 	Now() time.Time
 	// Engine names the engine ("sqlite", "postgres"); Location says where

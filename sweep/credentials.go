@@ -50,7 +50,7 @@ var webAPIEffects = []string{"post", "react", "update"}
 // rows recorded unsigned go out as before.
 func (cfg EffectConfig) Unavailable() map[string]string {
 	out := map[string]string{}
-	if cfg.BotToken == "" {
+	if cfg.BotToken == "" && cfg.Tokens == nil {
 		for _, e := range webAPIEffects {
 			out[e] = CredBotToken + " is not set"
 		}

@@ -53,6 +53,7 @@ const (
 	Permanent                // park now: retrying cannot help
 	RateLimited              // try again after RetryAfter without spending an attempt
 	Unavailable              // this process cannot perform the row (a credential is missing): give it back untouched
+	Waiting                  // not yet: the row's team has no installation; try again after RetryAfter without spending an attempt
 )
 
 func (c Class) String() string {
@@ -63,6 +64,8 @@ func (c Class) String() string {
 		return "rate_limited"
 	case Unavailable:
 		return "unavailable"
+	case Waiting:
+		return "waiting"
 	default:
 		return "retryable"
 	}
@@ -71,7 +74,7 @@ func (c Class) String() string {
 // Failure is a classified effect error.
 type Failure struct {
 	Class      Class
-	RetryAfter time.Duration // RateLimited only
+	RetryAfter time.Duration // RateLimited and Waiting only
 	Code       string        // short machine code: a Slack error ("channel_not_found"), "http_503", "timeout"…
 	Err        error
 	// Needs (Unavailable only) names the capability this process lacks, as

@@ -14,9 +14,15 @@ import (
 
 // EffectConfig is what the effect performers need from the daemon.
 type EffectConfig struct {
-	BotToken      string // xoxb-…; empty: post, react and update park with no_bot_token
-	APIURL        string // Web API base; empty means Slack's. A trailing slash is added.
-	ForwardSecret string // signs forward requests; empty sends no X-Ackd-Signature
+	BotToken string // xoxb-…; empty: post, react and update park with no_bot_token
+	// Tokens, when set ([oauth]), gives each row the token of its own
+	// installation at perform time instead of BotToken.
+	Tokens TokenSource
+	// NotInstalledWait: with Tokens, how long a row whose team has no
+	// installation waits before it parks (default DefaultNotInstalledWait).
+	NotInstalledWait time.Duration
+	APIURL           string // Web API base; empty means Slack's. A trailing slash is added.
+	ForwardSecret    string // signs forward requests; empty sends no X-Ackd-Signature
 	// RedeliverSecret signs re-delivered Slack requests as Slack would:
 	// the app's signing secret (ACKD_REDELIVER_SECRET, else
 	// SLACK_SIGNING_SECRET). Empty: redeliver rows park with no_signing_secret.
@@ -45,7 +51,7 @@ func Effects(cfg EffectConfig) Registry {
 	if !strings.HasSuffix(apiURL, "/") {
 		apiURL += "/" // slack-go appends the method name to the base as is
 	}
-	e := &effects{cfg: cfg, log: cfg.Logger.With("component", "effects")}
+	e := &effects{cfg: cfg, apiURL: apiURL, log: cfg.Logger.With("component", "effects")}
 	if cfg.BotToken != "" {
 		e.api = slack.New(cfg.BotToken, slack.OptionAPIURL(apiURL), slack.OptionHTTPClient(cfg.HTTPClient))
 	}
@@ -80,16 +86,9 @@ func noRedirects(c *http.Client) *http.Client {
 type effects struct {
 	cfg EffectConfig
 	api *slack.Client // nil without a bot token
-	log *slog.Logger
-}
-
-// webAPI returns the Web API client, or the failure that parks a row needing
-// one when no token is configured.
-func (e *effects) webAPI() (*slack.Client, error) {
-	if e.api == nil {
-		return nil, permanent("no_bot_token", "SLACK_BOT_TOKEN is not set; the Web API effects need a bot token")
-	}
-	return e.api, nil
+	// apiURL is the Web API base, with its trailing slash.
+	apiURL string
+	log    *slog.Logger
 }
 
 // render renders the template param key, or returns def when src is empty.

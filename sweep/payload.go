@@ -55,9 +55,15 @@ type Params struct {
 
 // Facts are what ackd extracted from the Slack request at ack time.
 type Facts struct {
-	EventID     string          `json:"event_id,omitempty"` // event_id, or the operation id for commands/interactions
-	Type        string          `json:"type,omitempty"`     // interactions: the payload type (block_actions, view_submission…)
-	Team        string          `json:"team,omitempty"`
+	EventID string `json:"event_id,omitempty"` // event_id, or the operation id for commands/interactions
+	Type    string `json:"type,omitempty"`     // interactions: the payload type (block_actions, view_submission…)
+	Team    string `json:"team,omitempty"`
+	// Enterprise is the Enterprise Grid org's id, when the request names one.
+	Enterprise string `json:"enterprise,omitempty"`
+	// Install names the installation whose token performs the row ([oauth]):
+	// the team id, or the enterprise id for an org-wide install. Empty
+	// without [oauth].
+	Install     string          `json:"install,omitempty"`
 	User        string          `json:"user,omitempty"`
 	Channel     string          `json:"channel,omitempty"`
 	TS          string          `json:"ts,omitempty"`

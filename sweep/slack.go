@@ -20,7 +20,7 @@ const MetadataEventType = "ackd_effect"
 // rendered text, Blocks, and a thread (an explicit ThreadTS, or with Thread
 // the event's thread or message). Result: {"channel","ts"}.
 func (e *effects) post(ctx context.Context, job Job) (Outcome, error) {
-	api, err := e.webAPI()
+	api, err := e.webAPI(ctx, job)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -60,7 +60,7 @@ func (e *effects) post(ctx context.Context, job Job) (Outcome, error) {
 // success: the reaction is there, which is all the effect promises.
 // Result: {"channel","ts","reaction"}.
 func (e *effects) react(ctx context.Context, job Job) (Outcome, error) {
-	api, err := e.webAPI()
+	api, err := e.webAPI(ctx, job)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -85,7 +85,7 @@ func (e *effects) react(ctx context.Context, job Job) (Outcome, error) {
 // update sends chat.update to Params.Channel/Params.TS (defaults: the
 // event's message) with the rendered text and Blocks. Result: {"channel","ts"}.
 func (e *effects) update(ctx context.Context, job Job) (Outcome, error) {
-	api, err := e.webAPI()
+	api, err := e.webAPI(ctx, job)
 	if err != nil {
 		return Outcome{}, err
 	}

@@ -74,6 +74,7 @@ const (
 	OutcomeAbandoned   = "abandoned" // not started or cut short (shutdown, lease too short); the lease will expire
 	OutcomeError       = "error"     // the result could not be written to the database
 	OutcomeSkipped     = "skipped"   // given back untouched: this process lacks what the row needs
+	OutcomeWaiting     = "waiting"   // the row's team has no installation yet ([oauth]); tried again soon
 )
 
 // Observer receives what a sweep did (metrics). Implementations must be safe
@@ -204,7 +205,7 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 		case OutcomeDone:
 			res.Done++
 			res.FollowUps += followUps[i]
-		case OutcomeRetry, OutcomeRateLimited:
+		case OutcomeRetry, OutcomeRateLimited, OutcomeWaiting:
 			res.Retried++
 		case OutcomeParked:
 			res.Parked++
@@ -378,7 +379,7 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 	switch f.Class {
 	case Permanent:
 		kind = store.FailPermanent
-	case RateLimited:
+	case RateLimited, Waiting:
 		kind = store.FailRateLimited
 	case Unavailable:
 		// Given back without spending an attempt, due again soon, for a
@@ -416,6 +417,10 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 		s.logRow(slog.LevelWarn, row, "effect skipped: this process lacks what the row needs; the row is left for one that has it",
 			"outcome", OutcomeSkipped, "code", f.Code, "err", f.Error())
 		return OutcomeSkipped, nil
+	case f.Class == Waiting:
+		s.logRow(slog.LevelInfo, row, "effect waiting: the row's team has no installation yet", "outcome", OutcomeWaiting,
+			"code", f.Code, "retry_after", f.RetryAfter)
+		return OutcomeWaiting, nil
 	case f.Class == RateLimited:
 		s.logRow(slog.LevelWarn, row, "effect rate limited", "outcome", OutcomeRateLimited, "code", f.Code,
 			"retry_after", f.RetryAfter, "latency_ms", took.Milliseconds())

@@ -7,7 +7,8 @@
 // {"ok":true,…} or {"ok":false,"error":"…"}, HTTP 429 with Retry-After. Every
 // call is recorded. Responses are scripted per method and used in order; when
 // a method's script runs out the call succeeds. A call whose token is not the
-// server's gets invalid_auth (or not_authed when it has none).
+// server's, nor one its OAuth side issued (oauth.go), gets invalid_auth (or
+// not_authed when it has none; token_expired, token_revoked for issued ones).
 //
 // It keeps a history per channel (history.go): chat.postMessage stores what
 // it posts, with its metadata; AddMessage seeds other messages; and
@@ -92,6 +93,8 @@ type Server struct {
 	botUser string              // auth.test's user_id, the poster of chat.postMessage
 	botID   string
 	team    string
+
+	oauth *oauthState // oauth.go: client credentials, issued tokens; nil until used
 }
 
 // New starts a Web API server that accepts token and stops it when the test ends.
@@ -149,6 +152,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		sock.serveWS(w, r)
 		return
 	}
+	if r.URL.Path == "/oauth/v2/authorize" {
+		s.serveAuthorize(w, r)
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -167,6 +174,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls = append(s.calls, c)
 	resp, scripted := s.next(c.Method)
+	tokenErr := s.tokenError(c.Token)
 	s.mu.Unlock()
 
 	switch {
@@ -174,10 +182,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case c.Method == "apps.connections.open" && sock != nil:
 		sock.serveOpen(w, c.Token)
 		return
-	case c.Token == "":
-		resp = Err("not_authed")
-	case c.Token != s.token:
-		resp = Err("invalid_auth")
+	case c.Method == "oauth.v2.access": // client credentials, not a token
+	case tokenErr != "":
+		resp = Err(tokenErr)
 	}
 	ok := func() any {
 		s.mu.Lock()
@@ -219,7 +226,12 @@ func (s *Server) envelope(c Call) any {
 		return map[string]any{"ok": true}
 	case "conversations.history", "conversations.replies":
 		return s.historyPage(c.Method, p)
+	case "oauth.v2.access":
+		return s.oauthAccess(p)
 	case "auth.test":
+		if b, ok := s.authTest(c.Token); ok {
+			return b
+		}
 		return map[string]any{"ok": true, "url": "https://fake.slack.test/", "team": "Fake",
 			"user": "fakebot", "team_id": s.team, "user_id": s.botUser, "bot_id": s.botID}
 	default:

@@ -161,3 +161,45 @@ ALTER TABLE outbox ADD COLUMN claim_lease_ms bigint;
 -- sweep.HandBackLimit only when no live replica can perform it; NULL (a
 -- replica from before this column) counts as "may".
 ALTER TABLE ackd_instances ADD COLUMN effects text;
+
+-- migrate: 6
+
+-- Many workspaces ([oauth]): one row per installation of the app, keyed by
+-- team id, or by enterprise id for an org-wide install. The tokens (bot
+-- token, refresh token, expiry) are in secret only, sealed with AES-256-GCM
+-- under ACKD_TOKEN_KEY: a dump of this database holds no usable token.
+-- version counts writes of secret, so that a token refresh replaces exactly
+-- the pair it read.
+CREATE TABLE ackd_installations (
+  install_key           text COLLATE "C" PRIMARY KEY,  -- team_id, or enterprise_id for an org-wide install
+  team_id               text    NOT NULL DEFAULT '',
+  enterprise_id         text    NOT NULL DEFAULT '',
+  is_enterprise_install boolean NOT NULL DEFAULT false,
+  app_id                text    NOT NULL DEFAULT '',
+  bot_user_id           text    NOT NULL DEFAULT '',
+  bot_id                text    NOT NULL DEFAULT '',
+  scopes                text    NOT NULL DEFAULT '',
+  user_scopes           text    NOT NULL DEFAULT '',
+  installer_user_id     text    NOT NULL DEFAULT '',
+  installed_at          bigint  NOT NULL,
+  updated_at            bigint  NOT NULL,
+  secret                bytea   NOT NULL,     -- sealed: never a token in clear
+  version               bigint  NOT NULL DEFAULT 1,
+  error                 text    NOT NULL DEFAULT ''  -- why the tokens cannot be used (a refused refresh)
+);
+
+-- The install flow's states that were used (their hash), kept while they
+-- are valid (10 minutes): a state is signed, so the install page writes
+-- nothing, and it is accepted once, decided by this table's key.
+CREATE TABLE ackd_oauth_states (
+  state_hash  text COLLATE "C" PRIMARY KEY,
+  expires_at  bigint NOT NULL
+);
+
+-- Named leases between replicas and hand-run commands: one token refresher
+-- per installation ("refresh:{install_key}"), judged on the database's clock.
+CREATE TABLE ackd_leases (
+  name        text COLLATE "C" PRIMARY KEY,
+  holder      text   NOT NULL,
+  expires_at  bigint NOT NULL
+);

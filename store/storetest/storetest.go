@@ -10,7 +10,8 @@
 // Claim, rows written already leased, pruned only when unneeded), fenced Complete and Fail, follow-ups only under a held fence, a
 // completion counting its attempt, backoff, parking and rate limits,
 // requeue, pruning that never touches pending or parked rows, the
-// inspection calls and the instances table.
+// inspection calls, the instances table, and installations (fenced secret
+// updates, one-use oauth states, named leases, parking an installation's rows).
 //
 // Time. SQLite judges leases on the process's clock (store.Options.Now);
 // PostgreSQL on the database's. The suite controls time through DB: Now is
@@ -69,6 +70,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("StoredRequest", func(t *testing.T) { testStoredRequest(t, newDB) })
 	t.Run("Inspect", func(t *testing.T) { testInspect(t, newDB) })
 	t.Run("Instances", func(t *testing.T) { testInstances(t, newDB) })
+	t.Run("Installations", func(t *testing.T) { testInstallations(t, newDB) })
 	t.Run("OpenModes", func(t *testing.T) { testOpenModes(t, newDB) })
 }
 

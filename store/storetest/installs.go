@@ -1,0 +1,242 @@
+package storetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ackd/ackd/store"
+)
+
+func testInstallations(t *testing.T, newDB NewDB) {
+	t.Run("put, get, list, replace and delete", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		if _, err := s.GetInstallation(ctx, "T1"); !errors.Is(err, store.ErrNoInstallation) {
+			t.Fatalf("missing installation: err %v, want ErrNoInstallation", err)
+		}
+		a := store.Installation{Key: "T1", TeamID: "T1", BotUserID: "U1", BotID: "B1", Scopes: "chat:write",
+			InstallerUserID: "U9", Secret: []byte{1, 2, 3}}
+		org := store.Installation{Key: "E1", EnterpriseID: "E1", EnterpriseInstall: true, Secret: []byte{4}}
+		for _, in := range []store.Installation{a, org} {
+			if err := s.PutInstallation(ctx, in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.GetInstallation(ctx, "T1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.BotUserID != "U1" || got.BotID != "B1" || got.Scopes != "chat:write" || got.InstallerUserID != "U9" ||
+			!bytes.Equal(got.Secret, a.Secret) || got.InstalledAt.IsZero() || got.Version < 1 {
+			t.Fatalf("got %+v", got)
+		}
+		list, err := s.ListInstallations(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 2 || list[0].Key != "E1" || !list[0].EnterpriseInstall || list[1].Key != "T1" {
+			t.Fatalf("list: %+v", list)
+		}
+		// A reinstall replaces the row and its secret, with a new version.
+		a.Secret, a.BotID = []byte{9}, "B2"
+		if err := s.PutInstallation(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		again, _ := s.GetInstallation(ctx, "T1")
+		if again.BotID != "B2" || !bytes.Equal(again.Secret, []byte{9}) || again.Version == got.Version {
+			t.Fatalf("reinstall: %+v (before version %d)", again, got.Version)
+		}
+		if ok, err := s.DeleteInstallation(ctx, "T1"); err != nil || !ok {
+			t.Fatalf("delete: %v %v", ok, err)
+		}
+		if ok, err := s.DeleteInstallation(ctx, "T1"); err != nil || ok {
+			t.Fatalf("second delete: %v %v, want false", ok, err)
+		}
+		if _, err := s.GetInstallation(ctx, "T1"); !errors.Is(err, store.ErrNoInstallation) {
+			t.Fatalf("after delete: %v", err)
+		}
+	})
+
+	t.Run("a secret update is fenced by its version; racing writers win once", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		if err := s.PutInstallation(ctx, store.Installation{Key: "T1", TeamID: "T1", Secret: []byte("v1")}); err != nil {
+			t.Fatal(err)
+		}
+		in, _ := s.GetInstallation(ctx, "T1")
+		if err := s.SetInstallationError(ctx, "T1", "invalid_refresh_token"); err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := s.GetInstallation(ctx, "T1"); e.Error != "invalid_refresh_token" {
+			t.Fatalf("error not recorded: %+v", e)
+		}
+		const n = 8
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				_, ok, err := s.UpdateInstallationSecret(ctx, "T1", in.Version, fmt.Appendf(nil, "w%d", i))
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					wins.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("%d writers with one version won, want exactly 1", wins.Load())
+		}
+		after, _ := s.GetInstallation(ctx, "T1")
+		if after.Version == in.Version || after.Error != "" || bytes.Equal(after.Secret, []byte("v1")) {
+			t.Fatalf("after update: %+v", after)
+		}
+		if _, ok, err := s.UpdateInstallationSecret(ctx, "T1", in.Version, []byte("stale")); err != nil || ok {
+			t.Fatalf("stale version: %v %v, want not written", ok, err)
+		}
+		if _, ok, err := s.UpdateInstallationSecret(ctx, "T9", 1, []byte("x")); err != nil || ok {
+			t.Fatalf("missing installation: %v %v, want not written", ok, err)
+		}
+	})
+
+	t.Run("ParkInstallRows parks that installation's pending rows only", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		row := func(id, install string) store.Intent {
+			return store.Intent{EventID: id, EventType: "message", Rows: []store.NewRow{{Key: id + ":r", Effect: "post",
+				Payload: fmt.Sprintf(`{"route":"r","facts":{"install":%q}}`, install)}}}
+		}
+		mustRecord(t, s, row("Ev1", "T1"))
+		mustRecord(t, s, row("Ev2", "T1"))
+		mustRecord(t, s, row("Ev3", "T2"))
+		mustRecord(t, s, row("Ev4", "T1"))
+		done := claimOne(t, s, "tok") // Ev1's row, completed: stays done
+		if held, err := s.Complete(ctx, done.ID, "tok", "", nil); err != nil || !held {
+			t.Fatal(held, err)
+		}
+		leased := claimOne(t, s, "tok2") // Ev2's row, leased: parked too
+		n, err := s.ParkInstallRows(ctx, "T1", "uninstalled: app_uninstalled")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 {
+			t.Fatalf("parked %d rows, want 2 (Ev2 leased, Ev4)", n)
+		}
+		for _, r := range all(t, s) {
+			want := map[string]string{"Ev1:r": store.StatusDone, "Ev2:r": store.StatusParked, "Ev3:r": store.StatusPending, "Ev4:r": store.StatusParked}[r.Key]
+			if r.Status != want {
+				t.Errorf("%s: status %s, want %s", r.Key, r.Status, want)
+			}
+			if r.Status == store.StatusParked && r.LastError != "uninstalled: app_uninstalled" {
+				t.Errorf("%s: last_error %q", r.Key, r.LastError)
+			}
+		}
+		if n, err := s.WaitingRows(ctx); err != nil || n != 0 {
+			t.Fatalf("waiting rows %d %v, want 0", n, err)
+		}
+		if held, err := s.Complete(ctx, leased.ID, "tok2", "", nil); err != nil || held {
+			t.Fatalf("completing a parked row: held %v err %v, want the fence to fail", held, err)
+		}
+	})
+
+	t.Run("WaitingRows counts pending rows that found no installation", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "a", "b"))
+		rows := mustClaim(t, s, "tok", 10, time.Minute)
+		if _, err := s.Fail(ctx, rows[0].ID, "tok", store.FailRateLimited, "not_installed: no installation for team T1 yet", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Fail(ctx, rows[1].ID, "tok", store.FailRetryable, "http_503", 0); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.WaitingRows(ctx); err != nil || n != 1 {
+			t.Fatalf("waiting rows %d %v, want 1", n, err)
+		}
+	})
+
+	t.Run("an oauth state is used once, however many race for it", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		const n = 8
+		var firsts atomic.Int32
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				first, err := s.UseOAuthState(ctx, "a", 10*time.Minute)
+				if err != nil {
+					t.Error(err)
+				}
+				if first {
+					firsts.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if firsts.Load() != 1 {
+			t.Fatalf("%d of %d racing uses were first, want 1", firsts.Load(), n)
+		}
+		if first, err := s.UseOAuthState(ctx, "b", 10*time.Minute); err != nil || !first {
+			t.Fatalf("another state: %v %v", first, err)
+		}
+		// Past its ttl the record is gone (the caller refuses the expired
+		// state by its own time); a later use of it is "first" again.
+		db.Advance(11 * time.Minute)
+		if first, err := s.UseOAuthState(ctx, "c", 10*time.Minute); err != nil || !first {
+			t.Fatalf("after expiry: %v %v", first, err)
+		}
+		if first, err := s.UseOAuthState(ctx, "a", 10*time.Minute); err != nil || !first {
+			t.Fatalf("an expired record is not pruned: %v %v", first, err)
+		}
+	})
+
+	t.Run("a lease has one holder until it expires or is released", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		const n = 8
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				ok, err := s.AcquireLease(ctx, "refresh:T1", fmt.Sprintf("h%d", i), time.Minute)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					wins.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("%d of %d racing holders got the lease, want 1", wins.Load(), n)
+		}
+		if ok, _ := s.AcquireLease(ctx, "refresh:T2", "x", time.Minute); !ok {
+			t.Fatal("another name's lease is independent")
+		}
+		if ok, _ := s.AcquireLease(ctx, "refresh:T2", "x", time.Minute); !ok {
+			t.Fatal("the holder renews its own lease")
+		}
+		if ok, _ := s.AcquireLease(ctx, "refresh:T2", "y", time.Minute); ok {
+			t.Fatal("a live lease was taken by another holder")
+		}
+		if err := s.ReleaseLease(ctx, "refresh:T2", "y"); err != nil { // not y's: nothing
+			t.Fatal(err)
+		}
+		if ok, _ := s.AcquireLease(ctx, "refresh:T2", "y", time.Minute); ok {
+			t.Fatal("released by a non-holder")
+		}
+		if err := s.ReleaseLease(ctx, "refresh:T2", "x"); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := s.AcquireLease(ctx, "refresh:T2", "y", time.Minute); !ok {
+			t.Fatal("a released lease is free")
+		}
+		db.Advance(2 * time.Minute)
+		if ok, _ := s.AcquireLease(ctx, "refresh:T1", "late", time.Minute); !ok {
+			t.Fatal("an expired lease is free")
+		}
+	})
+}
