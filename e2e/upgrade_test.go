@@ -194,7 +194,7 @@ func upgrade(t *testing.T, old string, eng upgradeEngine) {
 	defer handler.Close()
 
 	dir := t.TempDir()
-	freeAddr := func() string {
+	loopbackAddr := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -225,7 +225,7 @@ timeout = "5s"
 		}
 		return path
 	}
-	oldAddr, newAddr := freeAddr(), freeAddr()
+	oldAddr, newAddr := loopbackAddr(), loopbackAddr()
 	if !eng.rolling {
 		newAddr = oldAddr // the same unit, restarted
 	}
