@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"debug/elf"
+	"encoding/base64"
 	"encoding/hex"
 	"os"
 	"os/exec"
@@ -270,11 +271,9 @@ func TestReleaseBuild(t *testing.T) {
 		// its Environment= lines, %d (the credentials systemd loads) mapped
 		// through its LoadCredential= lines, the state directory in the
 		// scratch root.
-		for _, name := range []string{"slack-signing-secret", "slack-bot-token", "forward-secret"} {
-			if err := os.WriteFile(at("etc/ackd/credentials/"+name), []byte("test-"+name), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		// Every LoadCredential= source must exist or systemd refuses to
+		// start the unit; token-key is 32 random bytes in base64, as the
+		// README makes it.
 		if err := os.MkdirAll(at("var/lib/ackd"), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -284,6 +283,13 @@ func TestReleaseBuild(t *testing.T) {
 			if v, ok := strings.CutPrefix(line, "LoadCredential="); ok {
 				name, path, _ := strings.Cut(v, ":")
 				creds["%d/"+name] = at(path)
+				content := "test-" + name
+				if name == "token-key" {
+					content = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+				}
+				if err := os.WriteFile(at(path), []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		for _, line := range strings.Split(string(unit), "\n") {
