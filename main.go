@@ -30,8 +30,10 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/ackd/ackd/catchup"
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/buildinfo"
+	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/slacksim"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/store/sqlite"
@@ -71,6 +73,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		g.with(serveCmd(g), "db", "listen"),
 		g.with(sweepCmd(g), "db"),
+		g.with(backfillCmd(g), "db"),
 		g.with(migrateCmd(g), "db"),
 		g.with(statusCmd(g), "db"),
 		g.with(outboxCmd(g), "db"),
@@ -360,6 +363,146 @@ func sweepCmd(g *globals) *cobra.Command {
 	return c
 }
 
+func backfillCmd(g *globals) *cobra.Command {
+	var channels []string
+	var since string
+	var dryRun bool
+	c := &cobra.Command{
+		Use:   "backfill [--channel C]... [--since 2h | --since TS] [--dry-run]",
+		Short: "Recover channel messages Slack never delivered from history, and record them once",
+		Long: "Reads conversations.history (and conversations.replies for threads) of each channel and\n" +
+			"records, for every message the live path has not, what its message (and app_mention) event\n" +
+			"would have: the same routes, filters and row keys, so nothing acts twice. Safe to run beside\n" +
+			"the daemon, on the same database. Without --since each channel is read from its mark (the\n" +
+			"newest message known recorded); with --since from that long ago or that ts. Never further\n" +
+			"back than [backfill] max_age.\n\n" +
+			"Reads SLACK_BOT_TOKEN (channels:history, groups:history) and SLACK_API_URL like sweep --once.\n" +
+			"Progress goes to stderr, one summary line to stdout. Exit status is non-zero unless every\n" +
+			"channel was read to the end.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return g.withStore(ctx, false, func(st store.Store, cfg daemon.Config) error {
+				sec, err := secrets(false)
+				if err != nil {
+					return err
+				}
+				if len(channels) > 0 {
+					cfg.Backfill.Channels = channels
+					if err := cfg.Validate(); err != nil {
+						return fmt.Errorf("--channel: %w", err)
+					}
+				}
+				from, err := parseSince(since, st.Now())
+				if err != nil {
+					return err
+				}
+				if !from.IsZero() && st.Now().Sub(from) > cfg.Backfill.MaxAge.Duration {
+					fmt.Fprintf(g.stderr, "ackd backfill: --since %s reaches past backfill.max_age (%s): reading from %s ago\n",
+						since, cfg.Backfill.MaxAge.Duration, cfg.Backfill.MaxAge.Duration)
+				}
+				cc := cfg.CatchUpConfig(sec, st, slackrate.New(cfg.Backfill.Rate))
+				if len(cc.Channels) == 0 {
+					return errors.New("no channels to catch up: give --channel, or set [backfill] channels (or a channel on a message/app_mention route)")
+				}
+				cc.DryRun, cc.Logger = dryRun, slog.New(slog.DiscardHandler)
+				pr := newProgressPrinter(g.stderr)
+				cc.Progress = pr.update
+				cu, err := catchup.New(cc)
+				if err != nil {
+					return err
+				}
+				res, err := cu.Run(ctx, from)
+				pr.finish()
+				verb := "recorded"
+				if dryRun {
+					verb = "would record"
+				}
+				t := res.Totals()
+				fmt.Fprintf(g.stdout, "backfill: %s %d messages (%d already recorded, %d filtered) from %d channels; %s\n",
+					verb, t.Recorded, t.Duplicates, t.Filtered, len(res.Channels), res)
+				if err != nil {
+					return err
+				}
+				if !res.Finished() {
+					var failed []string
+					for _, p := range res.Channels {
+						if p.Err != nil {
+							failed = append(failed, p.Channel)
+						}
+					}
+					return fmt.Errorf("backfill did not finish: %s not read to the end (see above); run it again to resume", strings.Join(failed, ", "))
+				}
+				return nil
+			})
+		},
+	}
+	c.Flags().StringArrayVar(&channels, "channel", nil, "a channel ID to catch up (repeatable; default [backfill] channels)")
+	c.Flags().StringVar(&since, "since", "", "read from this long ago (\"2h\") or this Slack ts (\"1700000000.000100\"); default each channel's mark")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "record nothing; say what would be recorded")
+	return c
+}
+
+// parseSince reads --since: a duration before now, or a Slack ts.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if store.ValidTS(v) {
+		return store.TSTime(v), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return time.Time{}, fmt.Errorf("--since %q is neither a duration (\"2h\") nor a Slack ts (\"1700000000.000100\")", v)
+	}
+	return now.Add(-d), nil
+}
+
+// progressPrinter shows catch-up's progress: on a terminal one line per
+// channel rewritten in place; otherwise one line per channel when it ends.
+type progressPrinter struct {
+	w    io.Writer
+	tty  bool
+	open bool // a line is being rewritten
+}
+
+func newProgressPrinter(w io.Writer) *progressPrinter {
+	f, ok := w.(*os.File)
+	return &progressPrinter{w: w, tty: ok && isatty.IsTerminal(f.Fd())}
+}
+
+func (p *progressPrinter) update(pr catchup.Progress) {
+	line := fmt.Sprintf("%s  pages=%d messages=%d recorded=%d duplicates=%d filtered=%d rate_limited=%d waited=%s",
+		pr.Channel, pr.Pages, pr.Messages, pr.Recorded, pr.Duplicates, pr.Filtered, pr.RateLimited, pr.Waited.Round(100*time.Millisecond))
+	switch {
+	case pr.Err != nil:
+		line += "  stopped: " + pr.Err.Error()
+	case pr.Done && pr.Note != "":
+		line += "  (" + pr.Note + ")"
+	case pr.Done:
+		line += "  done"
+	}
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		p.open = true
+		if pr.Done {
+			fmt.Fprintln(p.w)
+			p.open = false
+		}
+		return
+	}
+	if pr.Done {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progressPrinter) finish() {
+	if p.open {
+		fmt.Fprintln(p.w)
+	}
+}
+
 // skipsOf is what a sweep left alone: the effects it did not claim, and
 // forward rows it gave back for want of the forward secret.
 func skipsOf(skip map[string]string, res sweep.Result) map[string]string {
@@ -441,7 +584,12 @@ func statusCmd(g *globals) *cobra.Command {
 					return err
 				}
 				daemons := slices.DeleteFunc(fresh, func(in store.Instance) bool { return !daemon.Alive(in) })
+				marks, err := st.Marks(cmd.Context())
+				if err != nil {
+					return err
+				}
 				now := st.Now()
+				lag := func(m store.Mark) time.Duration { return max(0, now.Sub(store.TSTime(m.TS))).Round(time.Second) }
 				if asJSON {
 					running := []map[string]any{}
 					for _, in := range daemons {
@@ -449,11 +597,18 @@ func statusCmd(g *globals) *cobra.Command {
 							"started_at":            in.StartedAt.UTC().Format(time.RFC3339),
 							"heartbeat_age_seconds": int64(max(0, now.Sub(in.HeartbeatAt)).Seconds())})
 					}
+					markJSON := []map[string]any{}
+					for _, m := range marks {
+						markJSON = append(markJSON, map[string]any{"channel": m.Channel, "ts": m.TS,
+							"lag_seconds": int64(lag(m).Seconds()), "resume_from": m.ResumeFrom})
+					}
 					return json.NewEncoder(g.stdout).Encode(map[string]any{
 						"db": st.Location(), "engine": st.Engine(), "schema_version": s.SchemaVersion, "receipts": s.Receipts,
 						"pending": s.Pending, "leased": s.Leased, "done": s.Done, "parked": s.Parked,
 						"oldest_pending_seconds": int64(s.OldestPending.Seconds()),
 						"daemons":                running,
+						"recovered":              s.Recovered,
+						"marks":                  markJSON,
 					})
 				}
 				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
@@ -463,6 +618,18 @@ func statusCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "done\t%d\n", s.Done)
 				fmt.Fprintf(w, "parked\t%d\n", s.Parked)
 				fmt.Fprintf(w, "oldest pending\t%s\n", s.OldestPending.Round(time.Second))
+				fmt.Fprintf(w, "recovered\t%d (intents catch-up recorded that the live path had missed)\n", s.Recovered)
+				for i, m := range marks {
+					label := ""
+					if i == 0 {
+						label = "marks"
+					}
+					line := fmt.Sprintf("%s %s (%s, lag %s)", m.Channel, m.TS, store.TSTime(m.TS).UTC().Format(time.DateTime), lag(m))
+					if m.ResumeFrom != "" {
+						line += "; catch-up under way, resumes from " + m.ResumeFrom
+					}
+					fmt.Fprintf(w, "%s\t%s\n", label, line)
+				}
 				if len(daemons) == 0 {
 					fmt.Fprintf(w, "daemons\tnone running (no heartbeat in the last %s)\n", daemon.InstanceStale)
 				}
@@ -536,6 +703,13 @@ func outboxCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "created\t%s\nnext attempt\t%s\nlease until\t%s\ncompleted\t%s\n",
 					t(r.CreatedAt), t(r.NextAttemptAt), t(r.ClaimExpiresAt), t(r.CompletedAt))
 				fmt.Fprintf(w, "last error\t%s\nresult\t%s\n", lastError(r), r.Result)
+				if r.OutcomeUnknown {
+					// A post is then confirmed before it is repeated.
+					fmt.Fprintf(w, "outcome unknown\tyes: an earlier attempt may have taken effect (first claimed %s)\n", t(r.FirstClaimedAt))
+				}
+				if r.Note != "" {
+					fmt.Fprintf(w, "note\t%s\n", r.Note)
+				}
 				w.Flush()
 				fmt.Fprintln(g.stdout, "payload:")
 				printRedacted(g.stdout, []byte(r.Payload))

@@ -135,6 +135,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 		"ackd_outbox_rows", "ackd_outbox_oldest_pending_seconds",
 		"ackd_effect_attempts_total", "ackd_fence_rejections_total",
 		`status="parked"`, "ackd_sqlite_busy_errors_total",
+		"ackd_post_confirmations_total", "by (outcome)",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("the dashboard does not show %s", want)

@@ -209,3 +209,62 @@ CREATE TABLE ackd_leases (
   holder      TEXT    NOT NULL,
   expires_at  INTEGER NOT NULL
 );
+
+
+-- migrate: 8
+
+-- A post is confirmed before it is repeated (chat.postMessage has no
+-- idempotency key). outcome_unknown is 1 once an attempt may have taken
+-- effect without ackd learning it: it failed after its request was sent
+-- with no definite answer (a timeout, a reset connection, a 5xx,
+-- internal_error), or a claim found the row still stamped with another
+-- claimer's expired lease (that process died mid-call). It is never
+-- cleared. first_claimed_at is when the row was first claimed: the post's
+-- lookup reads the conversation from a little before it. note is what the
+-- successful attempt said about how it succeeded (found by the lookup, or
+-- posted because the lookup was impossible); result keeps {"channel","ts"}.
+ALTER TABLE outbox ADD COLUMN outcome_unknown INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE outbox ADD COLUMN first_claimed_at INTEGER;
+ALTER TABLE outbox ADD COLUMN note TEXT;
+-- Rows an older ackd already attempted: a pending or parked row with a failed
+-- attempt may have posted (that version did not record the difference), and
+-- its first attempt was no earlier than its creation.
+UPDATE outbox
+   SET first_claimed_at = created_at, outcome_unknown = (attempts > 0)
+ WHERE status IN ('pending', 'parked') AND (attempts > 0 OR claim_token IS NOT NULL);
+
+-- migrate: 9
+
+-- Catch-up's position per channel (package catchup): the newest message ts
+-- known to be recorded, moved forward by live message events and by
+-- catch-up, never back. Slack's ts ("1700000000.000100") is kept as text,
+-- which orders it by time. resume_from is set while a catch-up from the mark
+-- is under way: every message up to it is recorded, so a catch-up cut short
+-- resumes there. Slack's cursors are not kept (they expire).
+CREATE TABLE catchup_marks (
+  channel     TEXT    PRIMARY KEY,
+  ts          TEXT    NOT NULL,
+  resume_from TEXT,
+  updated_at  INTEGER NOT NULL
+);
+
+-- `sqlite3 /var/lib/ackd/ackd.db 'SELECT * FROM catchup_marks_readable'`:
+-- each mark as UTC text and how far it is behind now.
+CREATE VIEW catchup_marks_readable AS
+SELECT channel,
+       ts,
+       strftime('%Y-%m-%d %H:%M:%S', CAST(substr(ts, 1, 10) AS INTEGER), 'unixepoch') AS mark_time,
+       CAST(strftime('%s', 'now') AS INTEGER) - CAST(substr(ts, 1, 10) AS INTEGER)    AS lag_seconds,
+       resume_from,
+       strftime('%Y-%m-%d %H:%M:%f', updated_at / 1000.0, 'unixepoch')               AS updated
+  FROM catchup_marks;
+
+-- Intents catch-up recorded (messages the live path had not), by kind:
+-- msg (the message's routes) and mention (its app_mention's).
+CREATE VIEW recovered_summary AS
+SELECT substr(event_id, 1, instr(event_id, ':') - 1) AS kind,
+       count(*) AS receipts,
+       strftime('%Y-%m-%d %H:%M:%S', max(received_at) / 1000.0, 'unixepoch') AS newest
+  FROM slack_event_receipts
+ WHERE (event_id >= 'msg:' AND event_id < 'msg;') OR (event_id >= 'mention:' AND event_id < 'mention;')
+ GROUP BY kind;

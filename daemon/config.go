@@ -57,6 +57,7 @@ type Config struct {
 	Commands  CommandsConfig  `toml:"commands"`
 	Socket    SocketConfig    `toml:"socket_mode"`
 	Metrics   MetricsConfig   `toml:"metrics"`
+	Backfill  BackfillConfig  `toml:"backfill"`
 	// OAuth, when present, serves many workspaces: the install flow and a
 	// token per installation. Absent, one workspace with SLACK_BOT_TOKEN.
 	OAuth     *OAuthConfig    `toml:"oauth"`
@@ -101,6 +102,10 @@ type RetentionConfig struct {
 type SlackConfig struct {
 	APIURL    string `toml:"api_url"`
 	BotUserID string `toml:"bot_user_id"`
+	// ConfirmPosts: a post re-attempted after an outcome that may have
+	// reached Slack first looks for its own metadata in the conversation
+	// (default true; see sweep/confirm.go).
+	ConfirmPosts bool `toml:"confirm_posts"`
 }
 
 // FilterConfig drops Events API events ackd will not act on (acked with 200).
@@ -108,6 +113,25 @@ type FilterConfig struct {
 	Channels   []string `toml:"channels"`
 	Subtypes   []string `toml:"subtypes"`
 	IgnoreBots bool     `toml:"ignore_bots"`
+}
+
+// BackfillConfig is catch-up (package catchup): messages Slack never
+// delivered, recovered from channel history (see backfill.go).
+type BackfillConfig struct {
+	// Channels to catch up; empty: every channel named by the channel
+	// filter of a message or app_mention route (BackfillChannels).
+	Channels []string `toml:"channels"`
+	// OnStart: after serve starts, catch up each channel from its mark.
+	OnStart bool `toml:"on_start"`
+	// MaxAge: never read further back than this.
+	MaxAge Duration `toml:"max_age"`
+	// Rate: calls a minute to conversations.history and .replies together.
+	Rate int `toml:"rate"`
+	// Limit: messages asked for per page (Slack: at most 999; 15 for new
+	// installs of apps distributed outside the Marketplace).
+	Limit int `toml:"limit"`
+	// Replies: read threads whose latest_reply is after the mark.
+	Replies bool `toml:"replies"`
 }
 
 // CommandsConfig holds slash-command answers.
@@ -225,12 +249,15 @@ func Default() Config {
 			Receipts: Duration{48 * time.Hour}, Done: Duration{168 * time.Hour},
 			Interval: Duration{time.Hour},
 		},
+		Slack:  SlackConfig{ConfirmPosts: true},
 		Filter: FilterConfig{Subtypes: []string{""}, IgnoreBots: true},
 		Commands: CommandsConfig{
 			UnhandledText: "This command is not handled here.",
 			FailedText:    "Sorry, that could not be recorded. Please try again.",
 		},
-		Socket:  SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
+		Socket: SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
+		Backfill: BackfillConfig{OnStart: true, MaxAge: Duration{24 * time.Hour}, Rate: 20, Limit: 200,
+			Replies: true},
 		Routes:  []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
 		Source:  "built-in defaults",
 		Builtin: true,
@@ -374,6 +401,7 @@ func (c *Config) Validate() error {
 		bad("retention.receipts: %s is shorter than Slack's retry window (about 6 minutes)", c.Retention.Receipts.Duration)
 	}
 
+	errs = append(errs, c.validateBackfill()...)
 	c.validateOAuth(bad)
 
 	seen := map[string]int{}

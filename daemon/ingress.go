@@ -264,10 +264,16 @@ func (s *Server) handleEvents(ctx context.Context, req request) answer {
 		}
 		if ignored != "" {
 			a.outcome, a.reason = outcomeIgnored, ignored
+			s.marks.saw(env.Inner)
 			return a
 		}
 		in := withRequest(store.Intent{EventID: env.EventID, EventType: env.Inner.Type, Rows: rows}, sweep.ContentTypeJSON, req.body)
-		return s.record(ctx, a, in)
+		a = s.record(ctx, a, in)
+		if a.outcome != outcomeFailed {
+			// Recorded (now or before): catch-up's mark may move past it.
+			s.marks.saw(env.Inner)
+		}
+		return a
 	case "app_rate_limited":
 		// Slack is dropping our events for a minute: worth an operator's look,
 		// but the answer is still 200.

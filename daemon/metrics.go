@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ackd/ackd/catchup"
 	"github.com/ackd/ackd/internal/buildinfo"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
@@ -25,6 +26,11 @@ type metrics struct {
 	parked        prometheus.Counter
 	sweepDuration prometheus.Histogram
 	sweepErrors   prometheus.Counter
+	confirmations *prometheus.CounterVec // outcome
+
+	recovered   *prometheus.CounterVec // outcome
+	rateWaits   *prometheus.CounterVec // method, reason
+	rateWaitSec *prometheus.CounterVec // method, reason
 }
 
 func newMetrics(st store.Store) *metrics {
@@ -65,10 +71,41 @@ func newMetrics(st store.Store) *metrics {
 			Name: "ackd_sweep_errors_total",
 			Help: "Sweeps that failed on the database.",
 		}),
+		confirmations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ackd_post_confirmations_total",
+			Help: "Lookups for an earlier post before a post is repeated after an unknown outcome, by outcome: found (not posted again), not_found (posted), impossible (history unreadable: posted, possibly a duplicate), rate_limited (waits for Retry-After).",
+		}, []string{"outcome"}),
+		recovered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ackd_catchup_messages_total",
+			Help: "Messages catch-up read from channel history, by outcome: recorded (the live path had missed them), duplicate (already recorded), filtered (the live path would have ignored them too).",
+		}, []string{"outcome"}),
+		rateWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ackd_catchup_rate_limit_waits_total",
+			Help: "Waits before a history call, by method and reason: pace ([backfill] rate) or retry_after (Slack answered 429).",
+		}, []string{"method", "reason"}),
+		rateWaitSec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ackd_catchup_rate_limit_wait_seconds_total",
+			Help: "Time spent waiting before history calls, by method and reason.",
+		}, []string{"method", "reason"}),
 	}
+	for _, o := range sweep.ConfirmOutcomes {
+		m.confirmations.WithLabelValues(o) // every outcome is scraped from the start, at 0
+	}
+	// The catch-up series exist from the start, so that a rule on them
+	// has a value before the first catch-up.
+	for _, o := range []string{catchup.OutcomeRecorded, catchup.OutcomeDuplicate, catchup.OutcomeFiltered} {
+		m.recovered.WithLabelValues(o)
+	}
+	for _, method := range []string{catchup.MethodHistory, catchup.MethodReplies} {
+		for _, r := range []string{"pace", "retry_after"} {
+			m.rateWaits.WithLabelValues(method, r)
+			m.rateWaitSec.WithLabelValues(method, r)
+		}
+	}
+	m.reg.MustRegister(m.recovered, m.rateWaits, m.rateWaitSec, &markCollector{st: st})
 	bi := buildinfo.Read()
 	m.reg.MustRegister(m.ackLatency, m.requests, m.attempts, m.effectLatency, m.fenced, m.parked,
-		m.sweepDuration, m.sweepErrors,
+		m.sweepDuration, m.sweepErrors, m.confirmations,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "ackd_build_info",
 			Help:        "Always 1; the labels say which ackd is running (ackd version prints the same).",
@@ -97,11 +134,46 @@ func (m *metrics) Attempt(effect, outcome string, took time.Duration) {
 	}
 }
 
+// confirmed counts one post confirmation lookup (sweep.EffectConfig.OnConfirm).
+func (m *metrics) confirmed(outcome string) { m.confirmations.WithLabelValues(outcome).Inc() }
+
 // Swept implements sweep.Observer.
 func (m *metrics) Swept(took time.Duration, _ sweep.Result, err error) {
 	m.sweepDuration.Observe(took.Seconds())
 	if err != nil {
 		m.sweepErrors.Inc()
+	}
+}
+
+// Messages implements catchup.Observer.
+func (m *metrics) Messages(outcome string, n int) {
+	m.recovered.WithLabelValues(outcome).Add(float64(n))
+}
+
+// Waited implements catchup.Observer.
+func (m *metrics) Waited(method, reason string, d time.Duration) {
+	m.rateWaits.WithLabelValues(method, reason).Inc()
+	m.rateWaitSec.WithLabelValues(method, reason).Add(d.Seconds())
+}
+
+// markCollector reads catch-up's marks at scrape time: one row per channel.
+type markCollector struct{ st store.Store }
+
+var markLagDesc = prometheus.NewDesc("ackd_catchup_mark_lag_seconds",
+	"How far each channel's catch-up mark (the newest message known recorded) is behind now; a quiet channel's grows.", []string{"channel"}, nil)
+
+func (c *markCollector) Describe(ch chan<- *prometheus.Desc) { ch <- markLagDesc }
+
+func (c *markCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	marks, err := c.st.Marks(ctx)
+	if err != nil {
+		return // ackd_database_up says so
+	}
+	now := c.st.Now()
+	for _, m := range marks {
+		ch <- prometheus.MustNewConstMetric(markLagDesc, prometheus.GaugeValue, max(0, now.Sub(store.TSTime(m.TS)).Seconds()), m.Channel)
 	}
 }
 

@@ -26,7 +26,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/oauth"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
@@ -88,7 +88,12 @@ type Server struct {
 	bodies   *bodyBudget
 	metrics  *metrics
 	socket   *socketIngress // nil unless [socket_mode] enabled
+	marks    *markTracker   // nil unless catch-up has channels
 	oauth    *oauth.Service // nil without [oauth]
+	// budget is this process's one pace of calls to Slack's history
+	// methods ([backfill] rate), shared by catch-up and anything else
+	// that reads history.
+	budget *slackrate.Budget
 
 	ln   net.Listener
 	http *http.Server
@@ -150,14 +155,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 	// the secret leaves them alone instead of sending them unsigned; and
 	// whether a route is performed from the stored request is decided once
 	// here, not on every ack.
-	cfg.Routes = slices.Clone(cfg.Routes)
-	for i := range cfg.Routes {
-		r := &cfg.Routes[i]
-		r.signed = r.Effect == "forward" && opts.Secrets.ForwardSecret != ""
-		r.fromRequest = r.needsRequest()
-	}
+	cfg.Routes = prepareRoutes(cfg.Routes, opts.Secrets)
 	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
-		bodies: newBodyBudget(opts.BodyBudget), kick: make(chan struct{}, 1)}
+		bodies: newBodyBudget(opts.BodyBudget), kick: make(chan struct{}, 1),
+		budget: slackrate.New(cfg.Backfill.Rate)}
+	if ch := cfg.BackfillChannels(); len(ch) > 0 {
+		s.marks = newMarkTracker(ch)
+	}
 	if opts.Secrets.SigningSecret != "" {
 		// Without a signing secret (Socket Mode alone) the HTTP Slack
 		// routes are not served at all.
@@ -195,10 +199,14 @@ func (c Config) RoutedSkips(skip map[string]string) map[string]string {
 	return out
 }
 
-// EffectConfig maps configuration and secrets onto the effects'.
+// EffectConfig maps configuration and secrets onto the effects'. Its
+// History budget ([backfill] rate) serves a process that reads history for
+// post confirmation only (sweep --once); serve replaces it with the budget
+// it shares with catch-up.
 func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) sweep.EffectConfig {
 	ec := sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
-		RedeliverSecret: cmp.Or(sec.RedeliverSecret, sec.SigningSecret), HTTPClient: hc, Logger: log}
+		RedeliverSecret: cmp.Or(sec.RedeliverSecret, sec.SigningSecret), HTTPClient: hc, Logger: log,
+		NoConfirm: !c.Slack.ConfirmPosts, History: slackrate.New(c.Backfill.Rate)}
 	if c.OAuth != nil {
 		// Each row takes its team's token (EffectConfig.Tokens, set by the
 		// caller); SLACK_BOT_TOKEN is not used.
@@ -252,6 +260,8 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		Help: "Bytes of the request body budget reserved by Slack requests being read or answered now.",
 	}, func() float64 { return float64(s.bodies.held.Load()) }))
 	ec := s.cfg.EffectConfig(s.opts.Secrets, s.opts.Logger, s.opts.HTTPClient)
+	ec.History = s.budget // catch-up and post confirmation share one pace of history reads
+	ec.OnConfirm = s.metrics.confirmed
 	if s.oauth, err = s.cfg.OAuthService(s.opts.Secrets, st, s.opts.Logger, s.opts.HTTPClient, s.metrics.reg); err != nil {
 		return err
 	}
@@ -314,6 +324,12 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	s.goLoop(s.immediateLoop)
 	s.goLoop(s.pruneLoop)
 	s.goLoop(s.heartbeatLoop)
+	if s.marks != nil {
+		s.goLoop(s.markLoop)
+		if s.cfg.Backfill.OnStart {
+			s.goLoop(s.catchUpOnStart)
+		}
+	}
 	if s.oauth != nil {
 		s.goLoop(func() { s.oauth.Run(s.ctx) })
 	}

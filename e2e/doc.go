@@ -58,7 +58,28 @@
 // (no moment without a connection, all acked), a silent connection (replaced)
 // and invalid_auth (/healthz 503 and a clear log line).
 //
-// Limits: one machine, one clock; the fake Slack keeps no messages (so a
-// repeated reactions.add succeeds instead of answering already_reacted, and
-// is counted as a duplicate); the daemon is never killed during migration.
+// posts_test.go (TestPostChaos) is the campaign with posts instead of
+// logs: a post route, SIGKILLs under load, and a fake Web API that stores
+// posts and then holds the answer past the timeout, drops the connection,
+// answers 500 or internal_error; run once with [slack] confirm_posts on and
+// once off, it reports the duplicate messages of each (0 with it on, an
+// assertion) from the messages the fake holds per idempotency key:
+//
+//	post chaos: confirm_posts=on … duplicate_messages=0 …; confirm_posts=off … duplicate_messages=N …
+//
+// -e2e.posts (env ACKD_E2E_POSTS_DURATION) lengthens each run.
+//
+// catchup_test.go runs the binary with catch-up ([backfill]) against the
+// fake Slack's channel history: ackd killed while 62 messages arrive in two
+// channels (three pages each, a thread, a bot's message, a channel_join, the
+// bot's own) and every eligible one acted on exactly once after the restart,
+// late live deliveries of the same messages adding nothing; a SIGKILL in the
+// middle of catch-up, finished by the next start with no row twice; and
+// `ackd backfill --since 1h` twice beside a daemon (the second records
+// nothing), --dry-run, status, and missing_scope.
+//
+// Limits: one machine, one clock; the fake Slack keeps messages but not
+// reactions (so a repeated reactions.add succeeds instead of answering
+// already_reacted, and is counted as a duplicate); the daemon is never
+// killed during migration.
 package e2e

@@ -193,6 +193,11 @@ immediate    = true
 [slack]
 api_url = %q
 
+# Posts repeated after an unknown outcome look for the earlier message
+# first; the fake Slack is local, so its history reads need no pacing.
+[backfill]
+rate = 1200
+
 [[route]]
 name    = "fwd"
 event   = "app_mention"

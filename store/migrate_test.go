@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ackd/ackd/store"
 )
@@ -41,6 +42,21 @@ func TestMigrations(t *testing.T) {
 				t.Fatalf("sections split wrongly: %+v", ms)
 			}
 		})
+	}
+}
+
+func TestSlackTS(t *testing.T) {
+	for ts, ok := range map[string]bool{
+		"1700000000.000100": true, "1700000000.00010": false, "1700000000000100": false, "170000000a.000100": false,
+		"": false, "1700000000.0001000": false,
+	} {
+		if store.ValidTS(ts) != ok {
+			t.Errorf("ValidTS(%q) = %v", ts, !ok)
+		}
+	}
+	tm := time.UnixMicro(1700000000000100)
+	if got := store.TimeTS(tm); got != "1700000000.000100" || !store.TSTime(got).Equal(tm) {
+		t.Fatalf("TimeTS %q, TSTime %v", got, store.TSTime(got))
 	}
 }
 

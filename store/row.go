@@ -38,6 +38,21 @@ type Row struct {
 	// Get, GetByKey and List.
 	RequestID string
 	Request   *Request
+	// OutcomeUnknown is set once an attempt may have taken effect without
+	// ackd learning it: it failed with FailUnknown (a timeout or a reset
+	// after the request was sent, a 5xx, Slack's internal_error), or the
+	// lease of a claim ran out with neither Complete nor Fail (the process
+	// died, or was stopped, mid-call). Claim and Fail set it; nothing
+	// clears it. A performer whose effect is not idempotent by shape (a
+	// post) looks for its earlier result before acting again.
+	OutcomeUnknown bool
+	// FirstClaimedAt is when the row was first claimed: no attempt of it
+	// began earlier. Zero until then.
+	FirstClaimedAt time.Time
+	// Note is what the successful attempt said about how it succeeded
+	// (Completion.Note: a post found by its confirmation instead of posted
+	// again, or posted because the lookup was impossible), or empty.
+	Note string
 }
 
 // Request is Slack's request exactly as it arrived: the content type Slack
@@ -85,6 +100,10 @@ const (
 	FailRetryable   FailKind = iota // spend an attempt, back off; park when attempts run out
 	FailPermanent                   // park now
 	FailRateLimited                 // retry at retryAfter, attempts unchanged
+	// FailUnknown is FailRetryable for an attempt that may have taken
+	// effect (its request was sent and no definite answer came back): the
+	// row is also marked Row.OutcomeUnknown, for good.
+	FailUnknown
 )
 
 // FailResult is what Fail did.
@@ -113,6 +132,7 @@ type Queue struct {
 type Stats struct {
 	Queue
 	Receipts      int64
+	Recovered     int64 // receipts of intents catch-up recorded (msg:…, mention:…)
 	Leased        int64 // pending rows under an unexpired lease
 	SchemaVersion int
 }

@@ -66,6 +66,12 @@ type Store interface {
 	// step from taking rows a sweeper is working on; judging a lease by its
 	// own length keeps a claimer with a shorter lease setting from taking a
 	// live longer one.
+	//
+	// A claim records what an attempt needs to know about the ones before
+	// it: FirstClaimedAt (the first claim's time, kept), and OutcomeUnknown
+	// when it takes a row whose lease another token held and let expire
+	// (that claimer neither completed nor failed the row: it may have
+	// performed the effect and died before saying so).
 	Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *ClaimFilter) ([]Row, error)
 	// Complete marks row id done if token still holds it, counting the
 	// successful attempt (attempts+1: a row done on its first attempt shows
@@ -75,13 +81,14 @@ type Store interface {
 	Complete(ctx context.Context, id int64, token, result string, followUps []NewRow) (held bool, err error)
 	// CompleteBatch is Complete for many rows of one claim, in one
 	// transaction: each row is marked done (its attempt counted, as
-	// Complete does) only if token still holds it, and its follow-ups are
-	// enqueued only then. held[i] reports the fence
+	// Complete does, and its Note stored) only if token still holds it, and
+	// its follow-ups are enqueued only then. held[i] reports the fence
 	// of done[i] (false: that row's lease was lost and nothing of it was
 	// written); the other rows are unaffected. An error means nothing was
 	// written.
 	CompleteBatch(ctx context.Context, token string, done []Completion) (held []bool, err error)
-	// Fail records a failed attempt if token still holds the row.
+	// Fail records a failed attempt if token still holds the row. Kind
+	// FailUnknown also marks the row OutcomeUnknown.
 	Fail(ctx context.Context, id int64, token string, kind FailKind, msg string, retryAfter time.Duration) (FailResult, error)
 
 	// Get and GetByKey return one row, with Row.Request filled in when the
@@ -125,6 +132,9 @@ type Store interface {
 	// Retire deletes instance id's row (a clean shutdown).
 	Retire(ctx context.Context, id string) error
 
+	// Catch-up's marks and recovered messages (see marks.go).
+	MarkStore
+
 	// Installations: many workspaces ([oauth]), see installs.go.
 	Installations
 
@@ -142,6 +152,7 @@ type Completion struct {
 	ID        int64
 	Result    string   // stored in result; "" stores NULL
 	FollowUps []NewRow // enqueued in the same transaction, only if the fence holds
+	Note      string   // stored in note (Row.Note); "" stores NULL
 }
 
 // ClaimFilter restricts a claim to rows a process can perform. A sweep

@@ -64,16 +64,27 @@ func Classify(err error) *Failure {
 	case errors.As(err, &ser):
 		return codeFailure(ser, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return &Failure{Class: Retryable, Code: "timeout", Err: err}
+		return &Failure{Class: Retryable, Code: "timeout", Err: err, NotSent: neverSent(err)}
 	case errors.Is(err, context.Canceled):
-		return &Failure{Class: Retryable, Code: "canceled", Err: err}
+		return &Failure{Class: Retryable, Code: "canceled", Err: err, NotSent: neverSent(err)}
 	case errors.As(err, &ne), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return &Failure{Class: Retryable, Code: "network", Err: err}
+		return &Failure{Class: Retryable, Code: "network", Err: err, NotSent: neverSent(err)}
 	case errors.As(err, &syn), errors.As(err, &typ):
 		return &Failure{Class: Retryable, Code: "bad_response", Err: err}
 	default:
 		return &Failure{Class: Retryable, Code: "error", Err: err}
 	}
+}
+
+// neverSent reports whether err says the request never left: the
+// connection was not made (refused, unreachable, a dial timeout) or the
+// host's name did not resolve. Anything after the connection — a reset, a
+// timeout waiting for the answer, a truncated body — may have reached the
+// other side.
+func neverSent(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &dns) || (errors.As(err, &op) && op.Op == "dial")
 }
 
 // codeFailure classifies a Slack {"ok":false,"error":code} reply.

@@ -114,3 +114,24 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+func TestClassifyNotSent(t *testing.T) {
+	// A refused connection never left: a retry cannot repeat anything.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = http.Get("http://" + addr + "/")
+	if f := Classify(err); f.Class != Retryable || !f.NotSent {
+		t.Fatalf("refused connection: %+v", f)
+	}
+	// A reset after the request was written may have reached the other side.
+	if f := Classify(fmt.Errorf("post: %w", io.ErrUnexpectedEOF)); f.Class != Retryable || f.NotSent {
+		t.Fatalf("unexpected EOF: %+v", f)
+	}
+	if f := Classify(context.DeadlineExceeded); f.NotSent {
+		t.Fatalf("timeout: %+v", f)
+	}
+}

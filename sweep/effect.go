@@ -27,6 +27,10 @@ type Outcome struct {
 	// them. They are not stored.
 	Reply     []byte
 	ReplyType string
+	// Note is stored in the row's note (store.Row.Note): how the attempt
+	// succeeded, when that is worth an operator's reading (a post found by
+	// its confirmation, or posted because the lookup was impossible).
+	Note string
 }
 
 // Performer performs one effect kind. It must honour ctx (the effect's
@@ -81,6 +85,11 @@ type Failure struct {
 	// instances record it (Sweeper.Performs): a row past HandBackLimit parks
 	// only when no live instance has it. Empty: park at the limit.
 	Needs string
+	// NotSent: the attempt's request never left (a refused connection, a
+	// name that did not resolve, a lookup that stopped before the call), so
+	// a retryable failure cannot have taken effect. A retryable failure
+	// without it may have (its outcome is unknown: store.FailUnknown).
+	NotSent bool
 }
 
 func (f *Failure) Error() string {

@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/ackd/ackd/internal/slackrate"
 )
 
 // EffectConfig is what the effect performers need from the daemon.
@@ -28,8 +31,19 @@ type EffectConfig struct {
 	// SLACK_SIGNING_SECRET). Empty: redeliver rows park with no_signing_secret.
 	RedeliverSecret string
 	HTTPClient      *http.Client // shared by every effect; nil means a plain client (the job's ctx is the deadline); redirects are never followed, even by a client given here
-	Logger          *slog.Logger // performers log only at Debug; nil discards
+	Logger          *slog.Logger // performers log at Debug, and what post confirmation found or could not read (Info, Warn once per channel); nil discards
 	Now             func() time.Time
+	// NoConfirm turns off the lookup before a post is repeated after an
+	// unknown outcome ([slack] confirm_posts = false): such a post is
+	// simply made again (at-least-once). See confirm.go.
+	NoConfirm bool
+	// History paces the lookups' conversations.history/replies calls,
+	// shared with every other holder of the same budget (catch-up). Nil:
+	// Effects makes one of DefaultHistoryRate calls a minute.
+	History *slackrate.Budget
+	// OnConfirm, when set, is told each lookup's outcome (ConfirmFound,
+	// ConfirmNotFound, ConfirmImpossible, ConfirmRateLimited): a metric.
+	OnConfirm func(outcome string)
 }
 
 // Effects returns the performers for every effect a route can name: log,
@@ -43,6 +57,9 @@ func Effects(cfg EffectConfig) Registry {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.History == nil {
+		cfg.History = slackrate.New(DefaultHistoryRate)
 	}
 	apiURL := cfg.APIURL
 	if apiURL == "" {
@@ -89,6 +106,11 @@ type effects struct {
 	// apiURL is the Web API base, with its trailing slash.
 	apiURL string
 	log    *slog.Logger
+	// impossible holds the channels a post's lookup could not read, each
+	// logged once.
+	impossible sync.Map
+	// progress holds, by row id, the lookups cut short (lookupProgress).
+	progress sync.Map
 }
 
 // render renders the template param key, or returns def when src is empty.

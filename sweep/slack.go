@@ -18,7 +18,9 @@ const MetadataEventType = "ackd_effect"
 
 // post sends chat.postMessage: Params.Channel (default the event's), the
 // rendered text, Blocks, and a thread (an explicit ThreadTS, or with Thread
-// the event's thread or message). Result: {"channel","ts"}.
+// the event's thread or message). Result: {"channel","ts"}. When an earlier
+// attempt may have posted (Row.OutcomeUnknown), it first looks for that
+// post by its metadata and, found, is done with it (confirmPost).
 func (e *effects) post(ctx context.Context, job Job) (Outcome, error) {
 	api, err := e.webAPI(ctx, job)
 	if err != nil {
@@ -48,12 +50,29 @@ func (e *effects) post(ctx context.Context, job Job) (Outcome, error) {
 		opts = append(opts, slack.MsgOptionTS(thread))
 	}
 
+	// An earlier attempt may have posted: look for it first (confirm.go).
+	note := ""
+	if job.Row.OutcomeUnknown && !e.cfg.NoConfirm {
+		found, n, err := e.confirmPost(ctx, api, job, channel, thread)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if found != nil {
+			o := result(map[string]string{"channel": found.channel, "ts": found.ts})
+			o.Note = n
+			return o, nil
+		}
+		note = n
+	}
+
 	e.log.DebugContext(ctx, "slack call", "method", "chat.postMessage", "key", job.Row.Key, "channel", channel, "thread_ts", thread)
 	ch, ts, err := api.PostMessageContext(ctx, channel, opts...)
 	if err != nil {
 		return Outcome{}, slackFailure("chat.postMessage", channel, err)
 	}
-	return result(map[string]string{"channel": ch, "ts": ts}), nil
+	o := result(map[string]string{"channel": ch, "ts": ts})
+	o.Note = note
+	return o, nil
 }
 
 // react sends reactions.add to the event's message. already_reacted is

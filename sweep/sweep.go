@@ -353,7 +353,16 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, out Outcome, start time.Time) (string, error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	held, err := s.store.Complete(wctx, row.ID, token, out.Result, out.FollowUps)
+	var held bool
+	var err error
+	if out.Note == "" {
+		held, err = s.store.Complete(wctx, row.ID, token, out.Result, out.FollowUps)
+	} else {
+		// Only CompleteBatch stores a note.
+		var hs []bool
+		hs, err = s.store.CompleteBatch(wctx, token, []store.Completion{{ID: row.ID, Result: out.Result, FollowUps: out.FollowUps, Note: out.Note}})
+		held = err == nil && len(hs) == 1 && hs[0]
+	}
 	took := time.Since(start)
 	switch {
 	case err != nil:
@@ -377,6 +386,13 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 	f := AsFailure(effErr)
 	kind, retryAfter := store.FailRetryable, f.RetryAfter
 	switch f.Class {
+	case Retryable:
+		if !f.NotSent {
+			// The request went out and no definite answer came back:
+			// it may have taken effect (a post is then confirmed
+			// before it is made again).
+			kind = store.FailUnknown
+		}
 	case Permanent:
 		kind = store.FailPermanent
 	case RateLimited, Waiting:
@@ -522,7 +538,7 @@ func (c *completer) write(batch []completion) {
 	s := c.s
 	done := make([]store.Completion, len(batch))
 	for j, x := range batch {
-		done[j] = store.Completion{ID: x.row.ID, Result: x.out.Result, FollowUps: x.out.FollowUps}
+		done[j] = store.Completion{ID: x.row.ID, Result: x.out.Result, FollowUps: x.out.FollowUps, Note: x.out.Note}
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), writeTimeout)
 	held, err := s.store.CompleteBatch(wctx, c.token, done)

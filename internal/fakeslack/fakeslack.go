@@ -70,6 +70,13 @@ func RateLimited(retryAfter string) Response {
 	return Response{Status: http.StatusTooManyRequests, RetryAfter: retryAfter, Error: "ratelimited"}
 }
 
+// MissingScope is Slack's answer to a token that lacks a scope: HTTP 200
+// {"ok":false,"error":"missing_scope","needed":needed,…}.
+func MissingScope(needed string) Response {
+	b, _ := json.Marshal(map[string]any{"ok": false, "error": "missing_scope", "needed": needed, "provided": "chat:write"})
+	return Response{Body: string(b)}
+}
+
 // Status is a bare HTTP status with a short text body, like Slack's 5xx pages.
 func Status(code int) Response {
 	return Response{Status: code, Body: http.StatusText(code)}

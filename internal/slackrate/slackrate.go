@@ -90,3 +90,15 @@ func (b *Budget) HeldUntil(method string) time.Time {
 	}
 	return h
 }
+
+// Ready reports when a call to method could start if nobody else took a
+// slot first: the later of the pace's next slot and method's hold (a time
+// not after now: at once).
+func (b *Budget) Ready(method string) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h := b.holds[method]; h.After(b.next) {
+		return h
+	}
+	return b.next
+}

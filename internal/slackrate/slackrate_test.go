@@ -73,4 +73,25 @@ func TestBudget(t *testing.T) {
 			t.Fatal("hold shortened")
 		}
 	})
+
+	t.Run("Ready is the next slot, or a longer hold", func(t *testing.T) {
+		b := New(60)
+		if b.Ready("m").After(time.Now()) {
+			t.Fatal("a fresh budget is not ready at once")
+		}
+		before := time.Now()
+		if err := b.Wait(context.Background(), "m"); err != nil {
+			t.Fatal(err)
+		}
+		if r := b.Ready("m"); r.Before(before.Add(time.Second)) || r.After(time.Now().Add(time.Second)) {
+			t.Fatalf("after a call at %v, ready at %v, want a second after the call", before, r)
+		}
+		b.Hold("m", time.Hour)
+		if d := time.Until(b.Ready("m")); d < 59*time.Minute {
+			t.Fatalf("under a hold, ready in %v", d)
+		}
+		if d := time.Until(b.Ready("other")); d > time.Second {
+			t.Fatalf("another method waits only for the pace: %v", d)
+		}
+	})
 }

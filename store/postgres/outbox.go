@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,18 +13,31 @@ import (
 )
 
 const rowColumns = `id, idempotency_key, effect, payload, status, attempts, claim_token,
-	claim_expires_at, next_attempt_at, last_error, result, created_at, completed_at, request_id`
+	claim_expires_at, next_attempt_at, last_error, result, created_at, completed_at, request_id,
+	outcome_unknown, first_claimed_at, note`
+
+// outboxReadColumns is rowColumns for a schema that has the post
+// confirmation columns (outcome_unknown…), else the same list with their
+// values for a row that never had them: not marked, never claimed, no note.
+func outboxReadColumns(confirm bool) string {
+	if confirm {
+		return rowColumns
+	}
+	return strings.Replace(rowColumns, "outcome_unknown, first_claimed_at, note", "false, NULL::bigint, NULL::text", 1)
+}
 
 func scanRow(sc pgx.Row) (store.Row, error) {
 	var (
 		r                      store.Row
 		token, lastErr, result *string
-		requestID              *string
+		requestID, note        *string
 		claimExp, completed    *int64
+		firstClaimed           *int64
 		next, created          int64
 	)
 	err := sc.Scan(&r.ID, &r.Key, &r.Effect, &r.Payload, &r.Status, &r.Attempts, &token,
-		&claimExp, &next, &lastErr, &result, &created, &completed, &requestID)
+		&claimExp, &next, &lastErr, &result, &created, &completed, &requestID,
+		&r.OutcomeUnknown, &firstClaimed, &note)
 	if err != nil {
 		return store.Row{}, err
 	}
@@ -34,8 +48,9 @@ func scanRow(sc pgx.Row) (store.Row, error) {
 		return *p
 	}
 	r.ClaimToken, r.LastError, r.Result = deref(token), deref(lastErr), deref(result)
-	r.RequestID = deref(requestID)
+	r.RequestID, r.Note = deref(requestID), deref(note)
 	r.ClaimExpiresAt, r.CompletedAt = fromMS(claimExp), fromMS(completed)
+	r.FirstClaimedAt = fromMS(firstClaimed)
 	r.NextAttemptAt, r.CreatedAt = time.UnixMilli(next), time.UnixMilli(created)
 	return r, nil
 }
@@ -92,12 +107,14 @@ const claimSQL = `WITH ` + clockCTE + `,
 		ORDER BY theirs, due, id
 		LIMIT $4)
 	UPDATE outbox o
-	   SET claim_token = $2, claim_expires_at = clock.now + $3::bigint, claim_lease_ms = $3::bigint
+	   SET claim_token = $2, claim_expires_at = clock.now + $3::bigint, claim_lease_ms = $3::bigint,
+	       first_claimed_at = coalesce(o.first_claimed_at, clock.now),
+	       outcome_unknown = o.outcome_unknown OR (o.claim_token IS NOT NULL AND o.claim_token IS DISTINCT FROM $2)
 	  FROM clock
 	 WHERE o.id IN (SELECT id FROM picked)
 	RETURNING o.id, o.idempotency_key, o.effect, o.payload, o.status, o.attempts, o.claim_token,
 	          o.claim_expires_at, o.next_attempt_at, o.last_error, o.result, o.created_at, o.completed_at,
-	          o.request_id`
+	          o.request_id, o.outcome_unknown, o.first_claimed_at, o.note`
 
 // Claim leases up to limit rows that are pending, due and free to token
 // until the database's now+lease, in one statement, and returns every row
@@ -225,10 +242,14 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []store.Co
 	}
 	ids := make([]int64, len(done))
 	results := make([]*string, len(done))
+	notes := make([]*string, len(done))
 	for i, c := range done {
 		ids[i] = c.ID
 		if c.Result != "" {
 			results[i] = &done[i].Result
+		}
+		if c.Note != "" {
+			notes[i] = &done[i].Note
 		}
 	}
 	off := s.offset.Load()
@@ -236,13 +257,13 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []store.Co
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		clear(held)
 		rows, err := tx.Query(ctx, `WITH `+clockCTE+`,
-			c AS (SELECT * FROM unnest($2::bigint[], $3::text[]) AS c(id, result))
+			c AS (SELECT * FROM unnest($2::bigint[], $3::text[], $5::text[]) AS c(id, result, note))
 			UPDATE outbox AS o
 			   SET status = 'done', attempts = o.attempts + 1, completed_at = clock.now, result = c.result,
-			       claim_expires_at = NULL
+			       claim_expires_at = NULL, note = c.note
 			  FROM clock, c
 			 WHERE o.id = c.id AND o.claim_token = $4 AND o.status = 'pending'
-			RETURNING o.id`, off, ids, results, token)
+			RETURNING o.id`, off, ids, results, token, notes)
 		if err != nil {
 			return err
 		}
@@ -299,9 +320,10 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind store.Fai
 		// The row is locked since the read above; the fence is repeated anyway.
 		_, err = tx.Exec(ctx, `UPDATE outbox
 			    SET status = $1, attempts = $2, next_attempt_at = $3, last_error = $4,
-			        claim_token = NULL, claim_expires_at = NULL
+			        claim_token = NULL, claim_expires_at = NULL,
+			        outcome_unknown = outcome_unknown OR $7
 			  WHERE id = $5 AND claim_token = $6`,
-			out.Status, out.Attempts, out.NextAttemptAt.UnixMilli(), msg, id, token)
+			out.Status, out.Attempts, out.NextAttemptAt.UnixMilli(), msg, id, token, kind == store.FailUnknown)
 		return err
 	})
 	if err != nil {
@@ -312,7 +334,7 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind store.Fai
 
 // Get returns one row by id, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (store.Row, error) {
-	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+rowColumns+` FROM outbox WHERE id = $1`, id))
+	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+s.readColumns+` FROM outbox WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Row{}, fmt.Errorf("outbox row %d: %w", id, store.ErrNotFound)
 	}
@@ -324,7 +346,7 @@ func (s *Store) Get(ctx context.Context, id int64) (store.Row, error) {
 
 // GetByKey returns one row by idempotency key, or store.ErrNotFound.
 func (s *Store) GetByKey(ctx context.Context, key string) (store.Row, error) {
-	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+rowColumns+` FROM outbox WHERE idempotency_key = $1`, key))
+	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+s.readColumns+` FROM outbox WHERE idempotency_key = $1`, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Row{}, fmt.Errorf("outbox row %q: %w", key, store.ErrNotFound)
 	}
@@ -357,7 +379,7 @@ func (s *Store) List(ctx context.Context, status string, limit int) ([]store.Row
 	if limit <= 0 {
 		limit = 50
 	}
-	res, err := s.pool.Query(ctx, `SELECT `+rowColumns+` FROM outbox
+	res, err := s.pool.Query(ctx, `SELECT `+s.readColumns+` FROM outbox
 		 WHERE ($1::text = '' OR status = $1) ORDER BY id DESC LIMIT $2`, status, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list outbox: %w", s.classify(ctx, err))

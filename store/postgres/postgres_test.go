@@ -394,3 +394,27 @@ func TestReadOnlyOnTheSchemaBeforeInstanceEffects(t *testing.T) {
 		t.Fatalf("ackd_migrations has %d rows after a read-only open, want %d", n, latest()-1)
 	}
 }
+
+// A read-only store on a schema from before the post confirmation columns
+// (the inspection commands accept one) reads rows with them at their
+// never-set values.
+func TestReadOnlyWithoutConfirmColumns(t *testing.T) {
+	u := pgtest.URL(t)
+	ctx := context.Background()
+	s := mustOpen(t, u, store.Options{})
+	if _, err := s.RecordIntent(ctx, store.Intent{EventID: "Ev1", EventType: "message",
+		Rows: []store.NewRow{{Key: "Ev1:r", Effect: "log", Payload: `{}`}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	pgtest.Exec(t, u, `ALTER TABLE outbox DROP COLUMN note, DROP COLUMN first_claimed_at, DROP COLUMN outcome_unknown`)
+	pgtest.Exec(t, u, `DELETE FROM ackd_migrations WHERE version = $1`, latest())
+	r := mustOpen(t, u, store.Options{ReadOnly: true, MinSchema: 3})
+	rows, err := r.List(ctx, "", 10)
+	if err != nil || len(rows) != 1 || rows[0].Key != "Ev1:r" || rows[0].OutcomeUnknown || !rows[0].FirstClaimedAt.IsZero() || rows[0].Note != "" {
+		t.Fatalf("List on the older schema = %+v, %v", rows, err)
+	}
+	if got, err := r.GetByKey(ctx, "Ev1:r"); err != nil || got.ID != rows[0].ID {
+		t.Fatalf("GetByKey on the older schema = %+v, %v", got, err)
+	}
+}

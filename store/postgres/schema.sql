@@ -203,3 +203,58 @@ CREATE TABLE ackd_leases (
   holder      text   NOT NULL,
   expires_at  bigint NOT NULL
 );
+
+
+-- migrate: 7
+
+-- A post is confirmed before it is repeated (chat.postMessage has no
+-- idempotency key). outcome_unknown is true once an attempt may have taken
+-- effect without ackd learning it: it failed after its request was sent
+-- with no definite answer (a timeout, a reset connection, a 5xx,
+-- internal_error), or a claim found the row still stamped with another
+-- claimer's expired lease (that replica died mid-call). It is never
+-- cleared. first_claimed_at is when the row was first claimed (the
+-- database's clock): the post's lookup reads the conversation from a
+-- little before it. note is what the successful attempt said about how it
+-- succeeded; result keeps {"channel","ts"}.
+ALTER TABLE outbox ADD COLUMN outcome_unknown boolean NOT NULL DEFAULT false;
+ALTER TABLE outbox ADD COLUMN first_claimed_at bigint;
+ALTER TABLE outbox ADD COLUMN note text;
+-- Rows an older ackd already attempted: a pending or parked row with a failed
+-- attempt may have posted (that version did not record the difference), and
+-- its first attempt was no earlier than its creation.
+UPDATE outbox
+   SET first_claimed_at = created_at, outcome_unknown = (attempts > 0)
+ WHERE status IN ('pending', 'parked') AND (attempts > 0 OR claim_token IS NOT NULL);
+
+-- migrate: 8
+
+-- Catch-up's position per channel (package catchup): the newest message ts
+-- known to be recorded, moved forward by live message events and by
+-- catch-up, never back. Slack's ts ("1700000000.000100") is kept as text
+-- (COLLATE "C", which orders it by time). resume_from is set while a
+-- catch-up from the mark is under way: every message up to it is recorded,
+-- so a catch-up cut short resumes there. Slack's cursors are not kept.
+CREATE TABLE catchup_marks (
+  channel     text COLLATE "C" PRIMARY KEY,
+  ts          text COLLATE "C" NOT NULL,
+  resume_from text COLLATE "C",
+  updated_at  bigint NOT NULL   -- the database's clock
+);
+
+CREATE VIEW catchup_marks_readable AS
+SELECT channel,
+       ts,
+       to_timestamp(substr(ts, 1, 10)::bigint) AT TIME ZONE 'UTC' AS mark_time,
+       extract(epoch FROM now())::bigint - substr(ts, 1, 10)::bigint AS lag_seconds,
+       resume_from,
+       to_timestamp(updated_at / 1000.0) AT TIME ZONE 'UTC' AS updated
+  FROM catchup_marks;
+
+CREATE VIEW recovered_summary AS
+SELECT split_part(event_id, ':', 1) AS kind,
+       count(*) AS receipts,
+       to_timestamp(max(received_at) / 1000.0) AT TIME ZONE 'UTC' AS newest
+  FROM slack_event_receipts
+ WHERE (event_id >= 'msg:' AND event_id < 'msg;') OR (event_id >= 'mention:' AND event_id < 'mention;')
+ GROUP BY 1;

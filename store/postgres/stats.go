@@ -103,9 +103,11 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	st := store.Stats{Queue: q}
 	err = s.pool.QueryRow(ctx, `WITH `+clockCTE+`
 		SELECT (SELECT count(*) FROM slack_event_receipts),
+		       (SELECT count(*) FROM slack_event_receipts
+		         WHERE (event_id >= 'msg:' AND event_id < 'msg;') OR (event_id >= 'mention:' AND event_id < 'mention;')),
 		       (SELECT count(*) FROM outbox, clock WHERE status = 'pending' AND claim_expires_at > clock.now),
 		       (SELECT coalesce(max(version), 0) FROM ackd_migrations)`, s.offset.Load()).
-		Scan(&st.Receipts, &st.Leased, &st.SchemaVersion)
+		Scan(&st.Receipts, &st.Recovered, &st.Leased, &st.SchemaVersion)
 	if err != nil {
 		return store.Stats{}, fmt.Errorf("stats: %w", s.classify(ctx, err))
 	}

@@ -59,6 +59,12 @@ type Store struct {
 	// instanceEffects: ackd_instances has its effects column (every schema
 	// this binary migrates to; a read-only store may open an older one).
 	instanceEffects bool
+	// readColumns is what Get, GetByKey and List select: rowColumns, or on
+	// an older schema a read-only store opened, the same with constants in
+	// place of the columns it lacks (outboxReadColumns).
+	readColumns string
+	// catchupMarks: the catchup_marks table exists (likewise).
+	catchupMarks bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -133,6 +139,14 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 	if err == nil {
 		err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
 			WHERE table_schema = current_schema() AND table_name = 'ackd_instances' AND column_name = 'effects')`).Scan(&s.instanceEffects)
+	}
+	if err == nil {
+		var confirm bool
+		err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = 'outbox' AND column_name = 'outcome_unknown')`).Scan(&confirm)
+		s.readColumns = outboxReadColumns(confirm)
+		err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.tables
+			WHERE table_schema = current_schema() AND table_name = 'catchup_marks')`).Scan(&s.catchupMarks)
 	}
 	if err != nil {
 		pool.Close()

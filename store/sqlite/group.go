@@ -114,7 +114,9 @@ const requestSQL = `SELECT content_type, body FROM slack_requests WHERE event_id
 // ?3 now, ?4 limit, ?5 the effects a claim may take as a JSON array, or
 // NULL for every effect.
 const claimSQL = `UPDATE outbox
-		             SET claim_token = ?1, claim_expires_at = ?2, claim_lease_ms = ?2 - ?3
+		             SET claim_token = ?1, claim_expires_at = ?2, claim_lease_ms = ?2 - ?3,
+		                 first_claimed_at = coalesce(first_claimed_at, ?3),
+		                 outcome_unknown = outcome_unknown OR (claim_token IS NOT NULL AND claim_token IS NOT ?1)
 		           WHERE id IN (
 		                 SELECT id FROM (
 		                        SELECT id, 0 AS theirs, next_attempt_at AS due FROM outbox INDEXED BY outbox_leased
@@ -134,14 +136,17 @@ const claimSQL = `UPDATE outbox
 
 // completeBatchSQL is the statement behind CompleteBatch: ?1 now, ?2 token,
 // ?3 the ids as a JSON array, ?4 the results that are not empty as a JSON
-// array of [id, result] pairs (NULL when there are none). Each row is fenced
+// array of [id, result] pairs (NULL when there are none), ?5 the notes
+// likewise. Each row is fenced
 // on its own: a row another token holds, or no longer pending, is neither
 // changed nor returned. The rows are found through the lease index by rowid
 // (TestQueryPlans checks).
 const completeBatchSQL = `UPDATE outbox
    SET status = 'done', attempts = attempts + 1, completed_at = ?1, claim_expires_at = NULL,
        result = CASE WHEN ?4 IS NOT NULL THEN
-                  (SELECT r.value ->> 1 FROM json_each(?4) AS r WHERE r.value ->> 0 = outbox.id) END
+                  (SELECT r.value ->> 1 FROM json_each(?4) AS r WHERE r.value ->> 0 = outbox.id) END,
+       note = CASE WHEN ?5 IS NOT NULL THEN
+                (SELECT n.value ->> 1 FROM json_each(?5) AS n WHERE n.value ->> 0 = outbox.id) END
  WHERE id IN (SELECT value FROM json_each(?3)) AND claim_token = ?2 AND status = 'pending'
 RETURNING id`
 

@@ -9,13 +9,25 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ackd/ackd/store"
 )
 
 const rowColumns = `id, idempotency_key, effect, payload, status, attempts, claim_token,
-	claim_expires_at, next_attempt_at, last_error, result, created_at, completed_at, request_id`
+	claim_expires_at, next_attempt_at, last_error, result, created_at, completed_at, request_id,
+	outcome_unknown, first_claimed_at, note`
+
+// outboxReadColumns is rowColumns for a schema that has the post
+// confirmation columns (outcome_unknown…), else the same list with their
+// values for a row that never had them: not marked, never claimed, no note.
+func outboxReadColumns(confirm bool) string {
+	if confirm {
+		return rowColumns
+	}
+	return strings.Replace(rowColumns, "outcome_unknown, first_claimed_at, note", "0, NULL, NULL", 1)
+}
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -23,17 +35,20 @@ func scanRow(sc scanner) (Row, error) {
 	var (
 		r                         Row
 		token, lastErr, result    sql.NullString
-		requestID                 sql.NullString
+		requestID, note           sql.NullString
 		claimExp, next, completed sql.NullInt64
+		firstClaimed              sql.NullInt64
 		created                   int64
 	)
 	err := sc.Scan(&r.ID, &r.Key, &r.Effect, &r.Payload, &r.Status, &r.Attempts, &token,
-		&claimExp, &next, &lastErr, &result, &created, &completed, &requestID)
+		&claimExp, &next, &lastErr, &result, &created, &completed, &requestID,
+		&r.OutcomeUnknown, &firstClaimed, &note)
 	if err != nil {
 		return Row{}, err
 	}
 	r.ClaimToken, r.LastError, r.Result = token.String, lastErr.String, result.String
-	r.RequestID = requestID.String
+	r.RequestID, r.Note = requestID.String, note.String
+	r.FirstClaimedAt = fromMS(firstClaimed)
 	r.ClaimExpiresAt, r.NextAttemptAt, r.CompletedAt = fromMS(claimExp), fromMS(next), fromMS(completed)
 	r.CreatedAt = time.UnixMilli(created)
 	return r, nil
@@ -274,11 +289,11 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []Completi
 	if len(done) == 0 {
 		return nil, nil
 	}
-	ids, results := completionsJSON(done)
+	ids, results, notes := completionsJSON(done)
 	held = make([]bool, len(done))
 	err = s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
 		clear(held)
-		res, err := tx.StmtContext(ctx, s.st.completeBatch).QueryContext(ctx, now, token, ids, results)
+		res, err := tx.StmtContext(ctx, s.st.completeBatch).QueryContext(ctx, now, token, ids, results, notes)
 		if err != nil {
 			return err
 		}
@@ -310,36 +325,46 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []Completi
 }
 
 // completionsJSON returns the completeBatch statement's arguments: the ids
-// as a JSON array, and the non-empty results as a JSON array of [id,
-// result] pairs (nil, SQL NULL, when every result is empty).
-func completionsJSON(done []Completion) (ids string, results any) {
+// as a JSON array, and the non-empty results and notes each as a JSON
+// array of [id, text] pairs (nil, SQL NULL, when every one is empty).
+func completionsJSON(done []Completion) (ids string, results, notes any) {
 	b := make([]byte, 0, 12*len(done))
-	var r []byte
 	b = append(b, '[')
+	var r, n []byte
 	for i, c := range done {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = strconv.AppendInt(b, c.ID, 10)
-		if c.Result == "" {
-			continue
-		}
-		if r == nil {
-			r = append(r, '[')
-		} else {
-			r = append(r, ',')
-		}
-		r = append(r, '[')
-		r = strconv.AppendInt(r, c.ID, 10)
-		r = append(r, ',')
-		q, _ := json.Marshal(c.Result) // a Go string always marshals
-		r = append(append(r, q...), ']')
+		r = appendPair(r, c.ID, c.Result)
+		n = appendPair(n, c.ID, c.Note)
 	}
 	ids = string(append(b, ']'))
 	if r != nil {
 		results = string(append(r, ']'))
 	}
-	return ids, results
+	if n != nil {
+		notes = string(append(n, ']'))
+	}
+	return ids, results, notes
+}
+
+// appendPair appends [id, text] to the JSON array being built in b (nil:
+// not begun), unless text is empty.
+func appendPair(b []byte, id int64, text string) []byte {
+	if text == "" {
+		return b
+	}
+	if b == nil {
+		b = append(b, '[')
+	} else {
+		b = append(b, ',')
+	}
+	b = append(b, '[')
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, ',')
+	q, _ := json.Marshal(text) // a Go string always marshals
+	return append(append(b, q...), ']')
 }
 
 // Fail records a failed attempt if token still holds the row: it keeps msg
@@ -366,9 +391,10 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind FailKind,
 		_, err = tx.ExecContext(ctx,
 			`UPDATE outbox
 			    SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ?,
-			        claim_token = NULL, claim_expires_at = NULL
+			        claim_token = NULL, claim_expires_at = NULL,
+			        outcome_unknown = outcome_unknown OR ?
 			  WHERE id = ? AND claim_token = ?`,
-			out.Status, out.Attempts, ms(out.NextAttemptAt), msg, id, token)
+			out.Status, out.Attempts, ms(out.NextAttemptAt), msg, kind == FailUnknown, id, token)
 		return err
 	})
 	if err != nil {
@@ -379,7 +405,7 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind FailKind,
 
 // Get returns one row by id, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (Row, error) {
-	r, err := scanRow(s.r.QueryRowContext(ctx, `SELECT `+rowColumns+` FROM outbox WHERE id = ?`, id))
+	r, err := scanRow(s.r.QueryRowContext(ctx, `SELECT `+s.readColumns+` FROM outbox WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Row{}, fmt.Errorf("outbox row %d: %w", id, ErrNotFound)
 	}
@@ -391,7 +417,7 @@ func (s *Store) Get(ctx context.Context, id int64) (Row, error) {
 
 // GetByKey returns one row by idempotency key, or ErrNotFound.
 func (s *Store) GetByKey(ctx context.Context, key string) (Row, error) {
-	r, err := scanRow(s.r.QueryRowContext(ctx, `SELECT `+rowColumns+` FROM outbox WHERE idempotency_key = ?`, key))
+	r, err := scanRow(s.r.QueryRowContext(ctx, `SELECT `+s.readColumns+` FROM outbox WHERE idempotency_key = ?`, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Row{}, fmt.Errorf("outbox row %q: %w", key, ErrNotFound)
 	}
@@ -424,7 +450,7 @@ func (s *Store) List(ctx context.Context, status string, limit int) ([]Row, erro
 	if limit <= 0 {
 		limit = 50
 	}
-	q := `SELECT ` + rowColumns + ` FROM outbox`
+	q := `SELECT ` + s.readColumns + ` FROM outbox`
 	args := []any{}
 	if status != "" {
 		q += ` WHERE status = ?`

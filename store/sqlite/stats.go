@@ -42,9 +42,11 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	now := ms(s.opts.Now())
 	err = s.r.QueryRowContext(ctx, `SELECT
 		(SELECT count(*) FROM slack_event_receipts),
+		(SELECT count(*) FROM slack_event_receipts
+		  WHERE (event_id >= 'msg:' AND event_id < 'msg;') OR (event_id >= 'mention:' AND event_id < 'mention;')),
 		(SELECT count(*) FROM outbox WHERE status = 'pending' AND claim_expires_at > ?),
 		(SELECT user_version FROM pragma_user_version)`, now).
-		Scan(&st.Receipts, &st.Leased, &st.SchemaVersion)
+		Scan(&st.Receipts, &st.Recovered, &st.Leased, &st.SchemaVersion)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}

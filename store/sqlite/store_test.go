@@ -158,13 +158,13 @@ func TestMigrate(t *testing.T) {
 		}
 		mustRecord(t, s, intent("Ev1", "r"))
 		s.Close()
-		next, n := withNextMigration(sch, "ALTER TABLE outbox ADD COLUMN note TEXT;")
+		next, n := withNextMigration(sch, "ALTER TABLE outbox ADD COLUMN migrated_note TEXT;")
 		s2 := mustOpen(t, path, store.Options{Schema: next})
 		v, _ := s2.SchemaVersion(context.Background())
 		if v != n {
 			t.Fatalf("user_version = %d", v)
 		}
-		if n := count(t, rawDB(t, path), `SELECT count(*) FROM outbox WHERE note IS NULL`); n != 1 {
+		if n := count(t, rawDB(t, path), `SELECT count(*) FROM outbox WHERE migrated_note IS NULL`); n != 1 {
 			t.Fatalf("rows after migration = %d", n)
 		}
 	})
@@ -444,7 +444,7 @@ func TestQueryPlans(t *testing.T) {
 	}{
 		{"claim", sqlite.ClaimSQL, []any{"T", 2, 1, 25, nil}},
 		{"claim with an effect filter", sqlite.ClaimSQL, []any{"T", 2, 1, 25, `["log"]`}},
-		{"complete a batch", sqlite.CompleteBatchSQL, []any{1, "T", "[1,2]", `[[1,"{}"]]`}},
+		{"complete a batch", sqlite.CompleteBatchSQL, []any{1, "T", "[1,2]", `[[1,"{}"]]`, `[[2,"note"]]`}},
 		{"queue counts", sqlite.QueueCountsSQL, nil},
 	}
 	for _, tc := range cases {

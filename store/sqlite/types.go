@@ -25,6 +25,7 @@ const (
 	FailRetryable   = store.FailRetryable
 	FailPermanent   = store.FailPermanent
 	FailRateLimited = store.FailRateLimited
+	FailUnknown     = store.FailUnknown
 )
 
 var (

@@ -10,8 +10,9 @@
 // Claim, rows written already leased, pruned only when unneeded), fenced Complete and Fail, follow-ups only under a held fence, a
 // completion counting its attempt, backoff, parking and rate limits,
 // requeue, pruning that never touches pending or parked rows, the
-// inspection calls, the instances table, and installations (fenced secret
-// updates, one-use oauth states, named leases, parking an installation's rows).
+// inspection calls, the instances table, installations (fenced secret
+// updates, one-use oauth states, named leases, parking an installation's
+// rows), and catch-up's marks and recovered messages.
 //
 // Time. SQLite judges leases on the process's clock (store.Options.Now);
 // PostgreSQL on the database's. The suite controls time through DB: Now is
@@ -66,12 +67,14 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("Fence", func(t *testing.T) { testFence(t, newDB) })
 	t.Run("CompleteBatch", func(t *testing.T) { testCompleteBatch(t, newDB) })
 	t.Run("Fail", func(t *testing.T) { testFail(t, newDB) })
+	t.Run("OutcomeUnknown", func(t *testing.T) { testOutcomeUnknown(t, newDB) })
 	t.Run("Prune", func(t *testing.T) { testPrune(t, newDB) })
 	t.Run("StoredRequest", func(t *testing.T) { testStoredRequest(t, newDB) })
 	t.Run("Inspect", func(t *testing.T) { testInspect(t, newDB) })
 	t.Run("Instances", func(t *testing.T) { testInstances(t, newDB) })
 	t.Run("Installations", func(t *testing.T) { testInstallations(t, newDB) })
 	t.Run("OpenModes", func(t *testing.T) { testOpenModes(t, newDB) })
+	t.Run("Marks", func(t *testing.T) { testMarks(t, newDB) })
 }
 
 var ctx = context.Background()
