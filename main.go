@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,6 +68,17 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// ackd --version: what `ackd version` prints (its --json too).
+	var showVersion bool
+	root.Flags().BoolVar(&showVersion, "version", false, "print the version (as ackd version) and exit")
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if !showVersion {
+			return cmd.Help()
+		}
+		vc := versionCmd(g)
+		vc.Run(vc, nil)
+		return nil
+	}
 	// --config is accepted everywhere (`ackd --config /etc/ackd/ackd.toml
 	// outbox list`); --db and --listen only where they mean something.
 	root.PersistentFlags().StringVar(&g.config, "config", "", "TOML config file (env ACKD_CONFIG); none = built-in dry-run defaults")
@@ -82,6 +94,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		g.with(backupCmd(g), "db"),
 		g.with(sendCmd(g), "listen"),
 		g.with(benchCmd(g), "db", "listen"),
+		g.with(configCmd(g), "db", "listen"),
 		versionCmd(g),
 		g.with(ceilingCmd(g), "listen"))
 	return root
@@ -249,15 +262,27 @@ func serveCmd(g *globals) *cobra.Command {
 		Long: "Run the daemon: Slack ingress (/slack/events, /slack/commands, /slack/interactivity),\n" +
 			"the sweep ticker and immediate trigger, the pruner, /healthz and /metrics.\n\n" +
 			"Environment (each secret may instead be given as a file named by …_FILE, e.g. a\n" +
-			"systemd credential; never on the command line):\n" +
-			"  SLACK_SIGNING_SECRET  required: the app's signing secret; serve refuses to start without it\n" +
-			"  SLACK_BOT_TOKEN       bot token for post, react, update (without it their rows stay pending)\n" +
-			"  ACKD_FORWARD_SECRET   signs forward requests (X-Ackd-Signature)\n" +
-			"  SLACK_CLIENT_SECRET, ACKD_TOKEN_KEY (ACKD_TOKEN_KEY_OLD)  with [oauth]: the app's client secret\n" +
-			"                        and the key sealing installation tokens; SLACK_BOT_TOKEN is then not used\n" +
-			"  SLACK_API_URL         Web API base URL (tests, proxies)\n" +
-			"  ACKD_CONFIG, ACKD_DB, ACKD_LISTEN  as --config, --db, --listen\n" +
-			"  ACKD_LOG_LEVEL        debug, info (default), warn, error",
+			"systemd credential; never on the command line; an empty file is refused):\n" +
+			"  SLACK_SIGNING_SECRET   the app's signing secret. Required over HTTP (serve refuses to start\n" +
+			"                         without it); optional with [socket_mode] enabled, where without it\n" +
+			"                         the HTTP Slack routes are not served. Also signs redeliver requests\n" +
+			"  SLACK_APP_TOKEN        the app-level token (xapp-…): required with [socket_mode] enabled,\n" +
+			"                         unused otherwise\n" +
+			"  SLACK_BOT_TOKEN        bot token for post, react, update (without it their rows stay pending);\n" +
+			"                         not used with [oauth]\n" +
+			"  SLACK_CLIENT_SECRET    with [oauth], required: the app's client secret\n" +
+			"  ACKD_TOKEN_KEY         with [oauth], required: the key sealing installation tokens\n" +
+			"  ACKD_TOKEN_KEY_OLD     with [oauth]: the previous key, still accepted for tokens it sealed\n" +
+			"  ACKD_FORWARD_SECRET    signs forward requests (X-Ackd-Signature); without it they go unsigned\n" +
+			"  ACKD_REDELIVER_SECRET  signs redeliver requests instead of SLACK_SIGNING_SECRET (an app that\n" +
+			"                         verifies another secret); required by redeliver routes without one\n" +
+			"  SLACK_API_URL          Web API base URL (tests, proxies); overrides [slack] api_url\n" +
+			"  ACKD_CONFIG            as --config\n" +
+			"  ACKD_DB                as --db; or ACKD_DB_FILE, a file that holds it (a postgres:// URL\n" +
+			"                         with a password, as a systemd credential); not both\n" +
+			"  ACKD_LISTEN            as --listen\n" +
+			"  ACKD_LOG_LEVEL         debug, info (default), warn, error\n" +
+			"  NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID  set by systemd (Type=notify, WatchdogSec=)",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.loadConfig()
@@ -290,6 +315,63 @@ func serveCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file until shutdown")
 	_ = c.Flags().MarkHidden("cpuprofile")
+	return c
+}
+
+func configCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{Use: "config", Short: "Check the configuration"}
+	var asJSON bool
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Run every startup check of serve without serving; exit 0 when serve would start",
+		Long: "Loads the configuration exactly as serve does (--config / ACKD_CONFIG, the environment,\n" +
+			"--db and --listen) and runs the checks serve runs before it serves: routes and keys,\n" +
+			"every template executed over sample data, the secrets serve requires, the credentials\n" +
+			"the routes' effects need, and the database (reachable; its schema against this binary's).\n" +
+			"It creates, migrates and writes nothing. Exit status 0: serve would start (warnings\n" +
+			"included); 1: it would not. For deploy pipelines: run it before restarting the unit.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var checks []daemon.Check
+			cfg, err := g.loadConfig()
+			if err != nil {
+				checks = append(checks, daemon.Check{Name: "config", Status: daemon.CheckFail, Detail: err.Error()})
+			} else if sec, err := secrets(true); err != nil {
+				checks = append(checks, daemon.Check{Name: "secrets", Status: daemon.CheckFail, Detail: err.Error()})
+			} else {
+				checks = daemon.CheckConfig(cmd.Context(), cfg, sec, schema)
+			}
+			failed, warned := 0, 0
+			for _, c := range checks {
+				switch c.Status {
+				case daemon.CheckFail:
+					failed++
+				case daemon.CheckWarn:
+					warned++
+				}
+			}
+			if asJSON {
+				if err := json.NewEncoder(g.stdout).Encode(map[string]any{"ok": failed == 0, "checks": checks}); err != nil {
+					return err
+				}
+			} else {
+				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				for _, c := range checks {
+					fmt.Fprintf(w, "%-4s\t%s\t%s\n", c.Status, c.Name, c.Detail)
+				}
+				w.Flush()
+			}
+			if failed > 0 {
+				return fmt.Errorf("config check: %d failed: serve would not start", failed)
+			}
+			if !asJSON {
+				fmt.Fprintf(g.stdout, "config check: serve would start (%d warnings)\n", warned)
+			}
+			return nil
+		},
+	}
+	check.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.AddCommand(check)
 	return c
 }
 
@@ -352,8 +434,14 @@ func sweepCmd(g *globals) *cobra.Command {
 					return err
 				}
 				if waiting := s.Pending - s.Leased; waiting > 0 {
+					// The effects the routes name, as the line above said
+					// (all of them only when no route names any).
+					left := cfg.RoutedSkips(skipsOf(sc.Skip, res))
+					if len(left) == 0 {
+						left = skipsOf(sc.Skip, res)
+					}
 					return fmt.Errorf("sweep performed nothing while %d rows are pending: this process lacks a credential they may need (%s); run it with the daemon's credentials (README: Operating an installed unit)",
-						waiting, sweep.SkipSummary(skipsOf(sc.Skip, res)))
+						waiting, sweep.SkipSummary(left))
 				}
 				return nil
 			})
@@ -593,9 +681,13 @@ func statusCmd(g *globals) *cobra.Command {
 				if asJSON {
 					running := []map[string]any{}
 					for _, in := range daemons {
-						running = append(running, map[string]any{"pid": in.PID, "host": in.Host, "listen": in.Listen,
+						d := map[string]any{"pid": in.PID, "host": in.Host, "listen": in.Listen,
 							"started_at":            in.StartedAt.UTC().Format(time.RFC3339),
-							"heartbeat_age_seconds": int64(max(0, now.Sub(in.HeartbeatAt)).Seconds())})
+							"heartbeat_age_seconds": int64(max(0, now.Sub(in.HeartbeatAt)).Seconds())}
+						if sm := daemon.ParseInstanceState(in).SocketMode; sm != nil {
+							d["socket_mode"] = sm // as of its last heartbeat
+						}
+						running = append(running, d)
 					}
 					markJSON := []map[string]any{}
 					for _, m := range marks {
@@ -604,7 +696,7 @@ func statusCmd(g *globals) *cobra.Command {
 					}
 					return json.NewEncoder(g.stdout).Encode(map[string]any{
 						"db": st.Location(), "engine": st.Engine(), "schema_version": s.SchemaVersion, "receipts": s.Receipts,
-						"pending": s.Pending, "leased": s.Leased, "done": s.Done, "parked": s.Parked,
+						"pending": s.Pending, "leased": s.Leased, "done": s.Done, "parked": s.Parked, "discarded": s.Discarded,
 						"oldest_pending_seconds": int64(s.OldestPending.Seconds()),
 						"daemons":                running,
 						"recovered":              s.Recovered,
@@ -617,6 +709,7 @@ func statusCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "pending\t%d (%d leased)\n", s.Pending, s.Leased)
 				fmt.Fprintf(w, "done\t%d\n", s.Done)
 				fmt.Fprintf(w, "parked\t%d\n", s.Parked)
+				fmt.Fprintf(w, "discarded\t%d\n", s.Discarded)
 				fmt.Fprintf(w, "oldest pending\t%s\n", s.OldestPending.Round(time.Second))
 				fmt.Fprintf(w, "recovered\t%d (intents catch-up recorded that the live path had missed)\n", s.Recovered)
 				for i, m := range marks {
@@ -639,6 +732,9 @@ func statusCmd(g *globals) *cobra.Command {
 						label = "daemons"
 					}
 					fmt.Fprintf(w, "%s\t%s\n", label, daemon.DescribeInstance(in, now))
+					if sm := daemon.ParseInstanceState(in).SocketMode; sm != nil {
+						fmt.Fprintf(w, "\tsocket mode: %s (at its last heartbeat)\n", daemon.DescribeSocket(sm, now))
+					}
 				}
 				return w.Flush()
 			})
@@ -649,9 +745,10 @@ func statusCmd(g *globals) *cobra.Command {
 }
 
 func outboxCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "outbox", Short: "Inspect and requeue outbox rows"}
+	c := &cobra.Command{Use: "outbox", Short: "Inspect, requeue and discard outbox rows"}
 	var status string
 	var limit int
+	var listJSON, showJSON bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List outbox rows, newest first",
@@ -665,6 +762,13 @@ func outboxCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if listJSON {
+					out := make([]map[string]any, 0, len(rows))
+					for _, r := range rows {
+						out = append(out, rowJSON(r))
+					}
+					return json.NewEncoder(g.stdout).Encode(out)
+				}
 				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "ID\tSTATUS\tEFFECT\tATTEMPTS\tCREATED\tKEY\tLAST ERROR")
 				for _, r := range rows {
@@ -675,8 +779,9 @@ func outboxCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	list.Flags().StringVar(&status, "status", "", "only rows with this status: pending, done or parked")
+	list.Flags().StringVar(&status, "status", "", "only rows with this status: "+strings.Join(store.Statuses, ", "))
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many rows")
+	list.Flags().BoolVar(&listJSON, "json", false, "print a JSON array of rows (the fields of show --json, without payload and request)")
 
 	show := &cobra.Command{
 		Use:   "show ID",
@@ -689,8 +794,17 @@ func outboxCmd(g *globals) *cobra.Command {
 			}
 			return g.readStore(cmd.Context(), func(st store.Store, _ daemon.Config) error {
 				r, err := st.Get(cmd.Context(), id)
+				if errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("outbox show: no outbox row %d (done and discarded rows are pruned after [retention] done)", id)
+				}
 				if err != nil {
 					return err
+				}
+				if r.Status != store.StatusPending {
+					r.NextAttemptAt = time.Time{} // no sweep will attempt it: show none
+				}
+				if showJSON {
+					return showRowJSON(g.stdout, r)
 				}
 				t := func(v time.Time) string {
 					if v.IsZero() {
@@ -734,54 +848,151 @@ func outboxCmd(g *globals) *cobra.Command {
 		},
 	}
 
+	show.Flags().BoolVar(&showJSON, "json", false, "print JSON: the row's fields, its payload and its stored request (redacted as in the text)")
+	c.AddCommand(list, show,
+		parkedCmd(g, "retry", "Put parked rows back to pending with a fresh attempt budget",
+			"A redeliver row parked on 404 may already have run its listener (Bolt answers 404 when\n"+
+				"nobody acked in time): retrying it may run the listener twice; discard it instead.",
+			"requeued", store.Store.Requeue, store.Store.RequeueParked),
+		parkedCmd(g, "discard", "Give up on parked rows: never performed, kept as discarded (pruned like done rows)",
+			"A discarded row stays for the audit trail (status discarded, completed = when it was\n"+
+				"discarded, its last error kept) and is pruned after [retention] done, like a done row.",
+			"discarded", store.Store.Discard, store.Store.DiscardParked))
+	return c
+}
+
+// parkedCmd is `outbox retry` or `outbox discard`: one verb over parked
+// rows, by id or as a filtered set.
+func parkedCmd(g *globals, verb, short, long, past string,
+	one func(store.Store, context.Context, int64) error,
+	many func(store.Store, context.Context, store.ParkedFilter) (int64, error)) *cobra.Command {
 	var allParked bool
-	retry := &cobra.Command{
-		Use:   "retry ID | --all-parked",
-		Short: "Put parked rows back to pending with a fresh attempt budget",
-		Args:  cobra.MaximumNArgs(1),
+	var f store.ParkedFilter
+	c := &cobra.Command{
+		Use:   verb + " ID... | --all-parked [--route R] [--effect E] [--older-than D]",
+		Short: short,
+		Long:  short + ".\n\n" + long,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if allParked == (len(args) == 1) {
-				return errors.New("outbox retry: give one row ID or --all-parked")
+			filtered := f.Route != "" || f.Effect != "" || f.OlderThan != 0
+			switch {
+			case allParked == (len(args) > 0):
+				return fmt.Errorf("outbox %s: give row IDs or --all-parked", verb)
+			case filtered && !allParked:
+				return fmt.Errorf("outbox %s: --route, --effect and --older-than select among parked rows; use them with --all-parked", verb)
+			case f.OlderThan < 0:
+				return fmt.Errorf("outbox %s: --older-than must not be negative", verb)
+			}
+			ids := make([]int64, len(args))
+			for i, a := range args {
+				id, err := strconv.ParseInt(a, 10, 64)
+				if err != nil {
+					return fmt.Errorf("outbox %s: %q is not a row id", verb, a)
+				}
+				ids[i] = id
 			}
 			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
 				if allParked {
-					n, err := st.RequeueParked(cmd.Context())
+					n, err := many(st, cmd.Context(), f)
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(g.stdout, "requeued %d parked rows\n", n)
+					fmt.Fprintf(g.stdout, "%s %d parked rows\n", past, n)
 					return nil
 				}
-				id, err := strconv.ParseInt(args[0], 10, 64)
-				if err != nil {
-					return fmt.Errorf("outbox retry: %q is not a row id", args[0])
-				}
-				if err := st.Requeue(cmd.Context(), id); err != nil {
+				var errs []error
+				for _, id := range ids {
+					err := one(st, cmd.Context(), id)
+					if err == nil {
+						fmt.Fprintf(g.stdout, "%s row %d\n", past, id)
+						continue
+					}
 					if !errors.Is(err, store.ErrNotFound) {
-						return err
+						return errors.Join(append(errs, err)...)
 					}
-					r, gerr := st.Get(cmd.Context(), id)
-					switch {
-					case errors.Is(gerr, store.ErrNotFound):
-						return fmt.Errorf("outbox retry: there is no row %d", id)
-					case gerr != nil:
-						return gerr
-					case r.Status == store.StatusDone:
-						return fmt.Errorf("outbox retry: row %d is done (completed %s), not parked; only parked rows are requeued",
-							id, r.CompletedAt.UTC().Format(time.DateTime))
-					default:
-						return fmt.Errorf("outbox retry: row %d is %s, not parked: it is already waiting for a sweep (attempts %d, next attempt %s)",
-							id, r.Status, r.Attempts, r.NextAttemptAt.UTC().Format(time.DateTime))
-					}
+					errs = append(errs, notParked(cmd.Context(), st, verb, id))
 				}
-				fmt.Fprintf(g.stdout, "requeued row %d\n", id)
-				return nil
+				return errors.Join(errs...)
 			})
 		},
 	}
-	retry.Flags().BoolVar(&allParked, "all-parked", false, "requeue every parked row")
-	c.AddCommand(list, show, retry)
+	c.Flags().BoolVar(&allParked, "all-parked", false, "every parked row (narrowed by --route, --effect, --older-than)")
+	c.Flags().StringVar(&f.Route, "route", "", "with --all-parked: only rows made by this route")
+	c.Flags().StringVar(&f.Effect, "effect", "", "with --all-parked: only rows of this effect")
+	c.Flags().DurationVar(&f.OlderThan, "older-than", 0, "with --all-parked: only rows created longer ago than this (e.g. 24h)")
 	return c
+}
+
+// notParked says why row id could not be requeued or discarded.
+func notParked(ctx context.Context, st store.Store, verb string, id int64) error {
+	r, err := st.Get(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("outbox %s: there is no row %d", verb, id)
+	case err != nil:
+		return err
+	case r.Status == store.StatusDone:
+		return fmt.Errorf("outbox %s: row %d is done (completed %s), not parked; only parked rows are %s",
+			verb, id, r.CompletedAt.UTC().Format(time.DateTime), map[string]string{"retry": "requeued", "discard": "discarded"}[verb])
+	case r.Status == store.StatusDiscarded:
+		return fmt.Errorf("outbox %s: row %d was discarded (%s), not parked", verb, id, r.CompletedAt.UTC().Format(time.DateTime))
+	default:
+		return fmt.Errorf("outbox %s: row %d is %s, not parked: it is already waiting for a sweep (attempts %d, next attempt %s)",
+			verb, id, r.Status, r.Attempts, r.NextAttemptAt.UTC().Format(time.DateTime))
+	}
+}
+
+// rowJSON is one row for outbox list --json and show --json: times are
+// RFC 3339 in UTC, or null when unset (next_attempt_at is null unless the
+// row is pending: no sweep will attempt it).
+func rowJSON(r store.Row) map[string]any {
+	t := func(v time.Time) any {
+		if v.IsZero() {
+			return nil
+		}
+		return v.UTC().Format(time.RFC3339Nano)
+	}
+	next := r.NextAttemptAt
+	if r.Status != store.StatusPending {
+		next = time.Time{}
+	}
+	var route string
+	var p sweep.Payload
+	if json.Unmarshal([]byte(r.Payload), &p) == nil {
+		route = p.Route
+	}
+	return map[string]any{"id": r.ID, "key": r.Key, "effect": r.Effect, "route": route, "status": r.Status, "attempts": r.Attempts,
+		"created_at": t(r.CreatedAt), "next_attempt_at": t(next), "lease_until": t(r.ClaimExpiresAt), "completed_at": t(r.CompletedAt),
+		"last_error": r.LastError, "result": r.Result, "request_id": r.RequestID}
+}
+
+// showRowJSON prints one row with its payload and stored request, both
+// redacted as the text form redacts them.
+func showRowJSON(w io.Writer, r store.Row) error {
+	out := rowJSON(r)
+	redacted := func(doc []byte) any {
+		var v any
+		if json.Unmarshal(doc, &v) != nil {
+			return string(doc)
+		}
+		redactSecrets(v)
+		return v
+	}
+	out["payload"] = redacted([]byte(r.Payload))
+	if r.RequestID != "" {
+		req := map[string]any{"stored": r.Request != nil}
+		if r.Request != nil {
+			var p sweep.Payload
+			_ = json.Unmarshal([]byte(r.Payload), &p)
+			req["content_type"], req["bytes"] = r.Request.ContentType, len(r.Request.Body)
+			if raw := sweep.RequestRaw(p.Source, r.Request); raw != nil {
+				req["body"] = redacted(raw)
+			}
+		}
+		out["request"] = req
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(out)
 }
 
 // lastError is a row's last error as the commands show it: a done row's is
@@ -804,7 +1015,7 @@ func oneLine(s string, n int) string {
 func pruneCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "prune",
-		Short: "Delete receipts and done rows older than the retention (pending and parked rows stay)",
+		Short: "Delete receipts, and done and discarded rows, older than the retention (pending and parked rows stay)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Prune's slices go through the group committer, which logs a
@@ -817,7 +1028,7 @@ func pruneCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("%w (deleted before the failure: receipts=%d done=%d)", err, res.Receipts, res.Done)
 				}
-				fmt.Fprintf(g.stdout, "pruned receipts=%d done=%d requests=%d\n", res.Receipts, res.Done, res.Requests)
+				fmt.Fprintf(g.stdout, "pruned receipts=%d done=%d discarded=%d requests=%d\n", res.Receipts, res.Done, res.Discarded, res.Requests)
 				return nil
 			})
 		},
@@ -948,15 +1159,35 @@ func outcomeText(outcome, reason string) string {
 	}
 }
 
+// versionJSON prints the version as JSON for `ackd version --json`: what
+// `ackd version` prints (internal/buildinfo), the revision and whether the
+// tree had changes apart, and the platform.
+func versionJSON(w io.Writer) error {
+	bi := buildinfo.Read()
+	rev, modified := strings.CutSuffix(bi.Commit, "-dirty")
+	if rev == "unknown" {
+		rev = ""
+	}
+	return json.NewEncoder(w).Encode(map[string]any{"version": bi.Version, "revision": rev, "modified": modified,
+		"go": bi.GoVersion, "os": runtime.GOOS, "arch": runtime.GOARCH})
+}
+
 func versionCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version, the commit it was built from and the Go version",
+		Short: "Print the version, the commit it was built from and the Go version (also: ackd --version)",
 		Args:  cobra.NoArgs,
 		Run: func(*cobra.Command, []string) {
+			if asJSON {
+				_ = versionJSON(g.stdout)
+				return
+			}
 			fmt.Fprintln(g.stdout, buildinfo.Read())
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON: version, revision, modified, go, os, arch")
+	return c
 }
 
 // printRedacted prints a JSON document indented, with redactSecrets applied;
@@ -967,6 +1198,7 @@ func printRedacted(w io.Writer, doc []byte) {
 		redactSecrets(pretty)
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // Slack's "<@U123>" as it is, not "\u003c@U123\u003e"
 		_ = enc.Encode(pretty)
 		return
 	}

@@ -1202,6 +1202,7 @@ func testStatusAndOutboxCommands(t *testing.T, db string) {
 		regexp.MustCompile(`(?m)^id\s+` + older + `$`),
 		regexp.MustCompile(`(?m)^key\s+EvOps1:fwd$`),
 		regexp.MustCompile(`(?m)^status\s+parked$`),
+		regexp.MustCompile(`(?m)^next attempt\s+-$`), // parked: no sweep will attempt it
 		regexp.MustCompile(`(?m)^attempts\s+1$`),
 		regexp.MustCompile(`(?m)^last error\s+.*400`),
 		regexp.MustCompile(`(?m)^payload:$`),
@@ -1215,7 +1216,7 @@ func testStatusAndOutboxCommands(t *testing.T, db string) {
 	if strings.Contains(show, `"tok"`) {
 		t.Errorf("outbox show printed Slack's verification token:\n%s", show)
 	}
-	if r := procRun(t, procEnv(), "outbox", "show", "999999", "--db", db); r.Code == 0 || !strings.Contains(r.Stderr, "not found") {
+	if r := procRun(t, procEnv(), "outbox", "show", "999999", "--db", db); r.Code == 0 || !strings.Contains(r.Stderr, "no outbox row 999999") {
 		t.Errorf("outbox show of a missing row: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 
@@ -1249,7 +1250,7 @@ func testStatusAndOutboxCommands(t *testing.T, db string) {
 	if n := len(hook.requests()); n != 4 {
 		t.Errorf("forward target received %d requests, want 4 (2 parked attempts + 2 after requeue)", n)
 	}
-	if out := ackd("prune").Stdout; out != "pruned receipts=0 done=0 requests=0\n" {
+	if out := ackd("prune").Stdout; out != "pruned receipts=0 done=0 discarded=0 requests=0\n" {
 		t.Errorf("prune of fresh rows printed %q", out)
 	}
 	if out, want := ackd("migrate").Stdout, daemon.RedactDB(db)+fmt.Sprintf(": schema version %d\n", wantV); out != want {

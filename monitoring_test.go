@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/internal/testreq"
 )
 
@@ -77,13 +78,23 @@ func monitoringExprs(tb testing.TB) (dashboard, rules []string) {
 func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	// With [oauth], so that its metrics are exported too (the rest are the same).
+	// With [oauth] and Socket Mode (fakeslack's), so that their metrics are
+	// exported too: the dashboard and the rules use them.
+	const appToken = "xapp-1-A0MON-monitoring"
+	api := fakeslack.New(t, "xoxb-mon")
+	sock := api.SocketMode(t, appToken)
 	cfg := procWriteConfig(t, dir, "ackd.toml", "[oauth]\nclient_id = \"1.2\"\nscopes = [\"chat:write\"]\nredirect_url = \"https://ackd.example/slack/oauth_redirect\"\n\n"+
+		fmt.Sprintf("[slack]\napi_url = %q\n[socket_mode]\nenabled = true\nconnections = 1\n", api.URL())+
 		"[[route]]\nname = \"log\"\nevent = \"app_mention\"\neffect = \"log\"\n")
 	d := procServe(t, procServeOpts{Config: cfg, DB: filepath.Join(dir, "ackd.db"),
-		Env: procEnv("SLACK_CLIENT_SECRET=client-secret", "ACKD_TOKEN_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")})
-	// One request and one effect, so that the labelled families exist.
+		Env: procEnv("SLACK_CLIENT_SECRET=client-secret", "ACKD_TOKEN_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "SLACK_APP_TOKEN="+appToken)})
+	// One request and one effect, so that the labelled families exist, and
+	// one Socket Mode refresh (a reconnect).
 	d.mustPostEvent(procMention("EvMon1", "hi"))
+	if !sock.Wait(15*time.Second, func() bool { return len(sock.Open()) == 1 }) {
+		t.Fatal("no Socket Mode connection")
+	}
+	sock.Refresh(sock.Open()[0])
 	var families map[string]*dto.MetricFamily
 	procWaitFor(t, "an effect attempt in /metrics", 20*time.Second, func() bool {
 		resp, err := procClient.Get(d.URL + "/metrics")
@@ -96,7 +107,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 		}
 		p := expfmt.NewTextParser(model.LegacyValidation)
 		families, err = p.TextToMetricFamilies(resp.Body)
-		return err == nil && families["ackd_effect_attempts_total"] != nil
+		return err == nil && families["ackd_effect_attempts_total"] != nil && families["ackd_socket_reconnects_total"] != nil
 	})
 	d.stop()
 	exported := map[string]bool{}
@@ -135,13 +146,16 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 		"ackd_outbox_rows", "ackd_outbox_oldest_pending_seconds",
 		"ackd_effect_attempts_total", "ackd_fence_rejections_total",
 		`status="parked"`, "ackd_sqlite_busy_errors_total",
+		"ackd_socket_connections", "ackd_socket_connections_configured", "ackd_socket_envelopes_total",
+		"ackd_socket_reconnects_total", `outcome="failed"`,
 		"ackd_post_confirmations_total", "by (outcome)",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("the dashboard does not show %s", want)
 		}
 	}
-	for _, want := range []string{"ackd_outbox_oldest_pending_seconds", "ackd_outbox_rows", "ackd_fence_rejections_total"} {
+	for _, want := range []string{"ackd_outbox_oldest_pending_seconds", "ackd_parked_total", "ackd_fence_rejections_total",
+		"ackd_socket_connections_configured", `outcome="failed"`, "up == 0", "absent(ackd_database_up)"} {
 		if !slices.ContainsFunc(rules, func(e string) bool { return strings.Contains(e, want) }) {
 			t.Errorf("no alert rule uses %s", want)
 		}
@@ -174,5 +188,51 @@ func TestMonitoringPromtool(t *testing.T) {
 	}
 	if out, err := exec.Command(promtool, "check", "rules", path).CombinedOutput(); err != nil {
 		t.Fatalf("a dashboard query is not valid PromQL: %v\n%s", err, out)
+	}
+}
+
+// Issue 25.1 and 25.8: the alert rules behave as their unit tests in
+// monitoring/ackd-rules.test.yml say (promtool test rules): a parked row
+// pages when it is new, not forever.
+func TestMonitoringRuleUnitTests(t *testing.T) {
+	t.Parallel()
+	promtool, err := exec.LookPath("promtool")
+	testreq.Need(t, err == nil, "promtool is not installed (Debian: apt-get install prometheus; .ci/with-promtool.sh)")
+	if out, err := exec.Command(promtool, "test", "rules", "monitoring/ackd-rules.test.yml").CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules monitoring/ackd-rules.test.yml: %v\n%s", err, out)
+	}
+}
+
+// Issue 25.8: every alert has a runbook_url, and each points at a section
+// of the README that exists (GitHub's anchor of a heading).
+func TestMonitoringRunbooks(t *testing.T) {
+	t.Parallel()
+	rules, err := os.ReadFile("monitoring/ackd-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^#+ (.+)$`).FindAllStringSubmatch(string(readme), -1) {
+		a := strings.ToLower(strings.TrimSpace(m[1]))
+		a = regexp.MustCompile(`[^a-z0-9 _-]`).ReplaceAllString(a, "")
+		anchors[strings.ReplaceAll(a, " ", "-")] = true
+	}
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\S+)`).FindAllStringSubmatch(string(rules), -1)
+	urls := regexp.MustCompile(`(?m)^\s*runbook_url: "([^"]+)"`).FindAllStringSubmatch(string(rules), -1)
+	if len(alerts) == 0 || len(urls) != len(alerts) {
+		t.Fatalf("%d alerts, %d runbook_url annotations: want one each", len(alerts), len(urls))
+	}
+	for i, u := range urls {
+		base, anchor, ok := strings.Cut(u[1], "#")
+		if !ok || !strings.HasSuffix(base, "/README.md") || !anchors[anchor] {
+			t.Errorf("%s: runbook_url %s is not a section of README.md", alerts[i][1], u[1])
+		}
+		if anchor != strings.ToLower(alerts[i][1]) {
+			t.Errorf("%s: runbook_url points at #%s, not its own section", alerts[i][1], anchor)
+		}
 	}
 }

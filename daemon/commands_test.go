@@ -335,6 +335,45 @@ type cmdExample struct {
 // TestExamples sends every payload in examples/ to a server running
 // examples/ackd.toml, the way `ackd send` does, so that the examples and the
 // README that lists them never rot.
+// examplePayloads lists the payload files in dir: the *.json and *.form
+// files the repository ships. Anything else there (a database, an editor's
+// swap file, examples/bolt) is not the test's to judge.
+func examplePayloads(tb testing.TB, dir string) []string {
+	tb.Helper()
+	var out []string
+	for _, ext := range []string{"*.json", "*.form"} {
+		files, err := filepath.Glob(filepath.Join(dir, ext))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, f := range files {
+			if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() {
+				out = append(out, filepath.Base(f))
+			}
+		}
+	}
+	return out
+}
+
+// Issue 25.3: doing the examples leaves files in examples/ (a database and
+// its -wal and -shm, an editor's backup): the check for unlisted payloads
+// ignores them.
+func TestExamplePayloadsIgnoreOtherFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, f := range []string{"a.json", "b.form", "ackd-examples.db", "ackd-examples.db-wal", "ackd.toml", "README.md", "a.json~"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "bolt"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if got := examplePayloads(t, dir); !slices.Equal(got, []string{"a.json", "b.form"}) {
+		t.Errorf("payloads = %v, want [a.json b.form]", got)
+	}
+}
+
 func TestExamples(t *testing.T) {
 	t.Parallel()
 	toml, err := os.ReadFile("../examples/ackd.toml")
@@ -360,18 +399,7 @@ func TestExamples(t *testing.T) {
 			"ix:12466734323.1395872398.e2b4a2d2e8a3a2b0b1c8f1f0a9d7c6b5", []string{"ix:12466734323.1395872398.e2b4a2d2e8a3a2b0b1c8f1f0a9d7c6b5:approve"}},
 	}
 
-	files, err := filepath.Glob("../examples/*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		name := filepath.Base(f)
-		if name == "README.md" || name == "ackd.toml" {
-			continue
-		}
-		if st, err := os.Stat(f); err == nil && st.IsDir() {
-			continue // a worked example of its own (examples/bolt), tested where it runs
-		}
+	for _, name := range examplePayloads(t, "../examples") {
 		if !slices.ContainsFunc(cases, func(c cmdExample) bool { return c.file == name }) {
 			t.Errorf("examples/%s has no case in TestExamples", name)
 		}

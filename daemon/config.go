@@ -72,6 +72,10 @@ type Config struct {
 
 	routeLines []int          // line of each [[route]] header, for error messages
 	proxies    []netip.Prefix // TrustedProxies, parsed by Validate
+
+	// Warnings are what Validate found suspicious but not wrong (an event
+	// type ackd does not know); serve logs them, config check prints them.
+	Warnings []string `toml:"-"`
 }
 
 // AckConfig bounds the pre-ack intent transaction.
@@ -297,6 +301,10 @@ var routeHeader = regexp.MustCompile(`(?m)^[ \t]*\[\[[ \t]*route[ \t]*\]\]`)
 func Parse(b []byte) (Config, error) {
 	cfg := Default()
 	cfg.Routes = nil
+	// Unknown keys and values of the wrong kind, in words (configlint.go).
+	if err := lintTOML(b); err != nil {
+		return Config{}, err
+	}
 	dec := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields()
 	if err := dec.Decode(&cfg); err != nil {
 		var sm *toml.StrictMissingError
@@ -308,12 +316,7 @@ func Parse(b []byte) (Config, error) {
 			}
 			return Config{}, errors.New(strings.Join(msgs, "; "))
 		}
-		var de *toml.DecodeError
-		if errors.As(err, &de) {
-			row, _ := de.Position()
-			return Config{}, fmt.Errorf("line %d: key %q: %s", row, strings.Join(de.Key(), "."), de.Error())
-		}
-		return Config{}, err
+		return Config{}, decodeError(err)
 	}
 	if len(cfg.Routes) == 0 {
 		cfg.Routes = Default().Routes
@@ -339,6 +342,12 @@ func (c *Config) routeWhere(i int) string {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	c.Warnings = nil
+	for _, ch := range c.Filter.Channels {
+		if msg := checkChannel("filter.channels:", ch); msg != "" {
+			bad("%s", msg)
+		}
+	}
 
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen: %q is not host:port", c.Listen)
@@ -423,6 +432,31 @@ func (c *Config) Validate() error {
 		}
 		if slices.Contains(r.Events, "") || slices.Contains(r.Events, "*") {
 			bad("%s: events lists event types; use event = \"*\" for every event", where)
+		}
+		for _, ev := range append([]string{r.Event}, r.Events...) {
+			if ev == "" {
+				continue
+			}
+			refuse, warn := checkEventType(ev)
+			if refuse != "" {
+				bad("%s: %s", where, refuse)
+			}
+			if warn != "" {
+				c.Warnings = append(c.Warnings, where+": "+warn)
+			}
+		}
+		if r.Channel != "" {
+			if msg := checkChannel("channel", r.Channel); msg != "" {
+				bad("%s: %s", where, msg)
+			}
+		}
+		// Slack writes a reaction :eyes:, reactions.add takes "eyes": both
+		// are accepted, the colons dropped.
+		if len(r.Reaction) > 2 && strings.HasPrefix(r.Reaction, ":") && strings.HasSuffix(r.Reaction, ":") {
+			r.Reaction = r.Reaction[1 : len(r.Reaction)-1]
+		}
+		if strings.ContainsAny(r.Reaction, " \t") || strings.HasPrefix(r.Reaction, ":") || strings.HasSuffix(r.Reaction, ":") {
+			bad("%s: reaction %q must be an emoji name such as \"eyes\" (or \":eyes:\")", where, r.Reaction)
 		}
 		triggers := 0
 		for _, t := range []string{r.Event + strings.Join(r.Events, ""), r.Command, r.CallbackID + r.ActionID} {
@@ -556,7 +590,13 @@ func Secret(name string, getenv func(string) string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%s_FILE: %w", name, err)
 		}
-		return strings.TrimSpace(string(b)), nil
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			// An empty file is a mistake (a credential not yet written, a
+			// redirect that failed), never a way to say "unset".
+			return "", fmt.Errorf("%s_FILE names %s, which is empty: write the secret into it, or unset %s_FILE", name, file, name)
+		}
+		return v, nil
 	default:
 		return strings.TrimSpace(v), nil
 	}

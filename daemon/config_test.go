@@ -290,3 +290,108 @@ func TestLoadResolvesRelativeDB(t *testing.T) {
 		t.Errorf("no db in the file: %q, %v; want the default %q", cfg.DB, err, daemon.Default().DB)
 	}
 }
+
+// Issue 25.4: typos that used to start cleanly and do nothing forever stop
+// startup with the key, the line and what was meant, in words.
+func TestParseCatchesTypos(t *testing.T) {
+	route := "[[route]]\nname = \"r\"\neffect = \"log\"\n"
+	for _, tc := range []struct {
+		name, toml string
+		want       []string
+		not        []string
+	}{
+		{"an event type misspelt", route + "event = \"app_mentoin\"\n",
+			[]string{`line 1: route "r"`, `event "app_mentoin" is not a Slack event type: did you mean "app_mention"?`}, nil},
+		{"an event type in events misspelt", route + "events = [\"message\", \"reaction_aded\"]\n",
+			[]string{`did you mean "reaction_added"?`}, nil},
+		{"a subscription name for an event type", route + "event = \"message.channels\"\n",
+			[]string{`event "message.channels" is the name of a subscription`, `use event = "message"`}, nil},
+		{"a channel name where an ID goes", route + "event = \"message\"\nchannel = \"#general\"\n",
+			[]string{`route "r"`, `channel "#general" is a channel name, not its ID`, "C0123ABCD"}, nil},
+		{"a channel name in the filter", "[filter]\nchannels = [\"general\"]\n" + route + "event = \"message\"\n",
+			[]string{`filter.channels: "general" is a channel name, not its ID`}, nil},
+		{"an unknown key next to a known one", "[sweep]\nintervl = \"5s\"\n",
+			[]string{`line 2: unknown key "sweep.intervl": did you mean "interval"?`}, nil},
+		{"an unknown key in a route", route + "event = \"message\"\nreacton = \"eyes\"\n",
+			[]string{`line 5: unknown key "route.reacton": did you mean "reaction"?`}, nil},
+		{"an unknown key far from any", "[sweep]\nfrobnicate = 1\n",
+			[]string{`line 2: unknown key "sweep.frobnicate"; the keys in [sweep] are interval, batch`}, []string{"did you mean"}},
+		{"an unknown key in an optional section ([oauth], a pointer)", "[oauth]\nclient_idd = \"1.2\"\n",
+			[]string{`line 2: unknown key "oauth.client_idd": did you mean "client_id"?`}, nil},
+		{"a value of the wrong kind in an optional section", "[oauth]\nscopes = \"chat:write\"\n",
+			[]string{`line 2: key "oauth.scopes" must be a list in brackets of strings`}, nil},
+		{"an unknown table", "[swep]\nbatch = 1\n",
+			[]string{`line 1: unknown key "swep": did you mean "sweep"?`}, nil},
+		{"a number in quotes", "[sweep]\nbatch = \"100\"\n",
+			[]string{`line 2: key "sweep.batch" must be a whole number without quotes, e.g. 25, not a string: batch = "100"`},
+			[]string{"int", "daemon.", "struct field"}},
+		{"a duration without quotes", route + "event = \"message\"\ntimeout = 5\n",
+			[]string{`line 5: key "route.timeout" must be a duration in quotes, e.g. "5s"`, "not a whole number"}, []string{"time:"}},
+		{"a duration without a unit", "[sweep]\ninterval = \"5\"\n",
+			[]string{`line 2: key "sweep.interval" must be a duration in quotes`, `missing unit`}, nil},
+		{"a bool in quotes", "[sweep]\nimmediate = \"yes\"\n",
+			[]string{`line 2: key "sweep.immediate" must be true or false, without quotes, not a string`}, []string{"bool"}},
+		{"a string where a list goes", "[filter]\nchannels = \"C1\"\n",
+			[]string{`line 2: key "filter.channels" must be a list in brackets of strings`}, []string{"[]string"}},
+		{"a list of numbers where strings go", "[filter]\nchannels = [1]\n",
+			[]string{`key "filter.channels" must be a list`, "not a list holding a whole number"}, nil},
+		{"an unclosed string", "[[route]]\nname = \"r\nevent = \"message\"\n",
+			[]string{`line 2: a string is not closed: its closing " is missing on this line`}, []string{"basic string"}},
+		{"an unclosed string at the end", "listen = \"127.0.0.1:3000",
+			[]string{`line 1: a string is not closed`}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := daemon.Parse([]byte(tc.toml))
+			if err == nil {
+				t.Fatalf("Parse accepted:\n%s", tc.toml)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("error %q contains %q", err, w)
+				}
+			}
+		})
+	}
+
+	t.Run("a reaction with colons is the same reaction", func(t *testing.T) {
+		c, err := daemon.Parse([]byte("[[route]]\nname = \"eyes\"\nevent = \"message\"\neffect = \"react\"\nreaction = \":eyes:\"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Routes[0].Reaction; got != "eyes" {
+			t.Errorf("reaction = %q, want eyes", got)
+		}
+		if _, err := daemon.Parse([]byte("[[route]]\nname = \"eyes\"\nevent = \"message\"\neffect = \"react\"\nreaction = \":eyes\"\n")); err == nil ||
+			!strings.Contains(err.Error(), `reaction ":eyes" must be an emoji name`) {
+			t.Errorf("half-coloned reaction: %v", err)
+		}
+	})
+
+	t.Run("an event type ackd does not know, far from any, is a warning", func(t *testing.T) {
+		c, err := daemon.Parse([]byte(route + "event = \"brand_new_slack_event\"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], `event "brand_new_slack_event" is not a Slack event type ackd knows`) {
+			t.Errorf("warnings = %q", c.Warnings)
+		}
+	})
+
+	t.Run("an empty secret file is refused, naming the file", func(t *testing.T) {
+		dir := t.TempDir()
+		empty := filepath.Join(dir, "secret")
+		if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{"ACKD_FORWARD_SECRET_FILE": empty}
+		_, err := daemon.Secret("ACKD_FORWARD_SECRET", func(k string) string { return env[k] })
+		if err == nil || !strings.Contains(err.Error(), "ACKD_FORWARD_SECRET_FILE names "+empty+", which is empty") {
+			t.Errorf("err = %v", err)
+		}
+	})
+}

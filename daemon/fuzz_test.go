@@ -237,3 +237,23 @@ func FuzzParseInteraction(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseConfig: any bytes as a config file give a Config or an error
+// (with configlint's words), never a panic: the lint walks the document and
+// Config's types by reflection before the decoder sees it.
+func FuzzParseConfig(f *testing.F) {
+	for _, seed := range []string{
+		"[sweep]\nbatch = \"100\"\n", "[sweep]\nintervl = \"5s\"\n", "[[route]]\nname = \"r\nevent = \"x\"\n",
+		"[[route]]\nname = \"r\"\nevent = \"app_mentoin\"\neffect = \"log\"\n", "a.b.c = 1\n[x.y]\n[[z]]\n",
+		"[filter]\nchannels = [[1], {a = 1}]\n", "sweep = 1\n", "[sweep.batch]\n", "[[sweep]]\n", "route = [{name = 1}]\n",
+		"[slack]\napi_url.x = 1\n", "listen = 1979-05-27\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := daemon.Parse(b)
+		if err == nil && len(c.Routes) == 0 {
+			t.Fatalf("Parse accepted %q with no routes at all (the built-in one is kept when none is given)", b)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -52,6 +53,52 @@ func (s *Server) announce(ctx context.Context) {
 	}
 }
 
+// InstanceState is what a daemon reports of itself at its heartbeat
+// (store.Instance.State, JSON).
+type InstanceState struct {
+	SocketMode *SocketState `json:"socket_mode,omitempty"`
+}
+
+// instanceState is this daemon's InstanceState as JSON, "" when it has
+// nothing to report (Socket Mode off).
+func (s *Server) instanceState() string {
+	st := InstanceState{SocketMode: s.socket.state()}
+	if st == (InstanceState{}) {
+		return ""
+	}
+	b, _ := json.Marshal(st)
+	return string(b)
+}
+
+// ParseInstanceState reads what an instance reported; the zero value when
+// it reported nothing (or something this ackd cannot read).
+func ParseInstanceState(in store.Instance) InstanceState {
+	var st InstanceState
+	if in.State != "" {
+		_ = json.Unmarshal([]byte(in.State), &st)
+	}
+	return st
+}
+
+// DescribeSocket says what a daemon's Socket Mode ingress was doing at its
+// last heartbeat: "2/2 connections, last hello 4s ago, 1 reconnect".
+func DescribeSocket(st *SocketState, now time.Time) string {
+	if st == nil {
+		return ""
+	}
+	out := fmt.Sprintf("%d/%d connections", st.Connections, st.Configured)
+	if st.LastHelloAt.IsZero() {
+		out += ", no hello yet"
+	} else {
+		out += fmt.Sprintf(", last hello %s ago", max(0, now.Sub(st.LastHelloAt)).Round(time.Second))
+	}
+	out += fmt.Sprintf(", %d reconnects", st.Reconnects)
+	if st.Stopped != "" {
+		out += "; stopped: " + st.Stopped
+	}
+	return out
+}
+
 // DescribeInstance says who an instance is, for a log line or `ackd status`:
 // "pid 4242 on host vm1, listening on 127.0.0.1:3000, started 2026-12-01
 // 09:00:00 UTC, seen 3s ago".
@@ -77,6 +124,7 @@ func (s *Server) heartbeatLoop() {
 	failing := false
 	s.every(InstanceHeartbeat, func() {
 		ctx, cancel := context.WithTimeout(s.ctx, InstanceHeartbeat/2)
+		s.instance.State = s.instanceState()
 		err := s.store.Heartbeat(ctx, s.instance)
 		cancel()
 		switch {

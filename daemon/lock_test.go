@@ -57,8 +57,8 @@ func TestWriteLockHeldByAnotherProcess(t *testing.T) {
 	if receipts, outbox := s.rows(); receipts != 0 || outbox != 0 {
 		t.Fatalf("%d receipts and %d outbox rows while the lock is held, want none", receipts, outbox)
 	}
-	if h := lockGetHealth(t, s); h.Status != http.StatusServiceUnavailable {
-		t.Fatalf("healthz while the lock is held: %d %q, want 503", h.Status, h.Body)
+	if h := lockGetHealth(t, s); h.Status != http.StatusServiceUnavailable || !strings.Contains(string(h.Body), "database locked by another process") {
+		t.Fatalf("healthz while the lock is held: %d %q, want 503 saying the database is locked by another process", h.Status, h.Body)
 	}
 	if n := len(api.Calls()); n != 0 {
 		t.Fatalf("%d Slack calls before anything was recorded, want 0", n)

@@ -208,5 +208,6 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, float64(qs.Pending), store.StatusPending)
 	ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, float64(qs.Done), store.StatusDone)
 	ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, float64(qs.Parked), store.StatusParked)
+	ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, float64(qs.Discarded), store.StatusDiscarded)
 	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, qs.OldestPending.Seconds())
 }

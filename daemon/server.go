@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,18 +186,23 @@ func (c Config) SweepConfig() sweep.Config {
 }
 
 // RoutedSkips keeps the skipped effects (sweep.Config.Skip) that this
-// configuration's routes make rows for: each route's effect, and post for
-// a forward's reply in an event's thread.
+// configuration's routes name. A forward's reply posted in an event's
+// thread is a post row too, but only when the handler replies with text;
+// ForwardRepliesNeedToken says that separately.
 func (c Config) RoutedSkips(skip map[string]string) map[string]string {
 	out := map[string]string{}
 	for _, r := range c.Routes {
-		for _, e := range []string{r.Effect, map[string]string{"forward": "post"}[r.Effect]} {
-			if why, ok := skip[e]; ok {
-				out[e] = why
-			}
+		if why, ok := skip[r.Effect]; ok {
+			out[r.Effect] = why
 		}
 	}
 	return out
+}
+
+// forwardsToEvents reports whether a forward route takes Events API
+// events: its handler's reply becomes a post in the event's thread.
+func (c Config) forwardsToEvents() bool {
+	return slices.ContainsFunc(c.Routes, func(r Route) bool { return r.Effect == "forward" && r.source() == sweep.SourceEvent })
 }
 
 // EffectConfig maps configuration and secrets onto the effects'. Its
@@ -336,6 +342,9 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
 	}
+	for _, w := range s.cfg.Warnings {
+		s.log.Warn("config: " + w)
+	}
 	var slowest time.Duration
 	for _, r := range s.cfg.Routes {
 		slowest = max(slowest, r.Timeout.Duration)
@@ -349,13 +358,23 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		s.log.Warn("routes name effects this daemon cannot perform: their rows stay pending until a process with the credential sweeps them",
 			"skipped", sweep.SkipSummary(skip))
 	}
+	if why, ok := sc.Skip["post"]; ok && s.cfg.forwardsToEvents() {
+		s.log.Info("a forward handler's reply with text is posted in the event's thread with chat.postMessage, which this daemon cannot do: such replies stay pending (a handler that answers with an empty body needs nothing)",
+			"post", why)
+	}
 	if s.cfg.Builtin {
 		s.log.Warn("no routes configured: running the built-in dry run, which logs every event and performs nothing (give --config a file with [[route]] entries)",
 			"config", s.cfg.Source)
 	}
-	s.log.Info("ackd listening", "addr", ln.Addr().String(), "metrics_addr", s.MetricsAddr(), "db", st.Location(), "engine", st.Engine(), "config", s.cfg.Source,
-		"synchronous", s.cfg.Synchronous, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String(),
+	// Each engine says what its own durability settings are: SQLite's
+	// synchronous means nothing to PostgreSQL.
+	attrs := []any{"addr", ln.Addr().String(), "metrics_addr", s.MetricsAddr(), "db", st.Location(), "engine", st.Engine(), "config", s.cfg.Source}
+	if es, ok := st.(interface{ Settings(context.Context) []any }); ok {
+		attrs = append(attrs, es.Settings(ctx)...)
+	}
+	attrs = append(attrs, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String(),
 		"http_slack_routes", s.verify != nil, "socket_mode", s.cfg.Socket.Enabled, "oauth", s.oauth != nil)
+	s.log.Info("ackd listening", attrs...)
 	if err := s.opts.Notifier.Ready(); err != nil {
 		s.log.Warn("sd_notify READY failed", "err", err)
 	}
@@ -662,12 +681,25 @@ func (s *Server) operatorMux(mux *http.ServeMux) *http.ServeMux {
 	return mux
 }
 
+// healthText says why the health write failed, in an operator's words.
+func healthText(err error, engine string) string {
+	switch {
+	case store.IsBusy(err), engine == "sqlite" && errors.Is(err, context.DeadlineExceeded):
+		// SQLite waits for the write lock (busy_timeout) longer than the
+		// check's second: a deadline there is the lock held elsewhere.
+		return "database locked by another process (a sqlite3 session with an open write, a backup by cp, a second ackd): " + err.Error()
+	case store.IsReadOnly(err):
+		return "database is read-only: " + err.Error()
+	}
+	return "database not writable: " + err.Error()
+}
+
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
 	if err := s.store.CheckWrite(ctx); err != nil {
 		s.log.Warn("health check failed", "err", err)
-		http.Error(w, "database not writable: "+err.Error(), http.StatusServiceUnavailable)
+		http.Error(w, healthText(err, s.store.Engine()), http.StatusServiceUnavailable)
 		return
 	}
 	if !s.healthy() {

@@ -97,7 +97,9 @@ type socketIngress struct {
 	slots  sync.WaitGroup
 	seq    atomic.Int64 // connection ids, for logs
 
-	live atomic.Int64 // connections that said hello and are not closing
+	live       atomic.Int64 // connections that said hello and are not closing
+	lastHello  atomic.Int64 // unix ms of the last hello on any connection; 0 none yet
+	reconnects atomic.Int64 // connections replaced (ackd_socket_reconnects_total, all reasons)
 
 	mu        sync.Mutex
 	notBefore time.Time // apps.connections.open is rate limited until then
@@ -136,7 +138,10 @@ func newSocketIngress(s *Server) *socketIngress {
 	s.metrics.reg.MustRegister(si.envelopes, si.replaced, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ackd_socket_connections",
 		Help: "Socket Mode connections open and live (hello received, not closing).",
-	}, func() float64 { return float64(si.live.Load()) }))
+	}, func() float64 { return float64(si.live.Load()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ackd_socket_connections_configured",
+		Help: "Socket Mode connections this daemon means to hold ([socket_mode] connections).",
+	}, func() float64 { return float64(si.cfg.Connections) }))
 	return si
 }
 
@@ -173,6 +178,32 @@ func (si *socketIngress) stop(timeout time.Duration) {
 
 // health is nil when Socket Mode is off, or on with a live connection and
 // no auth failure.
+// SocketState is what a daemon reports of its Socket Mode ingress at each
+// heartbeat (store.Instance.State), for `ackd status`.
+type SocketState struct {
+	Configured  int       `json:"configured"`             // socket_mode.connections
+	Connections int       `json:"connections"`            // live now (hello received, not closing)
+	LastHelloAt time.Time `json:"last_hello_at,omitzero"` // the last hello on any connection
+	Reconnects  int64     `json:"reconnects"`             // connections replaced since start
+	Stopped     string    `json:"stopped,omitempty"`      // Slack refused the app-level token
+}
+
+func (si *socketIngress) state() *SocketState {
+	if si == nil {
+		return nil
+	}
+	st := &SocketState{Configured: si.cfg.Connections, Connections: int(si.live.Load()), Reconnects: si.reconnects.Load()}
+	if ms := si.lastHello.Load(); ms != 0 {
+		st.LastHelloAt = time.UnixMilli(ms).UTC()
+	}
+	si.mu.Lock()
+	if si.fatal != nil {
+		st.Stopped = si.fatal.Error()
+	}
+	si.mu.Unlock()
+	return st
+}
+
 func (si *socketIngress) health() error {
 	if si == nil {
 		return nil
@@ -214,6 +245,7 @@ func (si *socketIngress) runSlot(slot int) {
 			// Open the replacement first: the old connection keeps
 			// delivering (and acking) until the new one said hello.
 			si.replaced.WithLabelValues("refresh").Inc()
+			si.reconnects.Add(1)
 			if reason == "link_disabled" {
 				log.Error("socket mode: Slack reports Socket Mode was turned off in the app's settings; reconnecting will fail until it is turned on again",
 					"conn", cur.id, "reason", reason)
@@ -238,6 +270,7 @@ func (si *socketIngress) runSlot(slot int) {
 				reason = "silent"
 			}
 			si.replaced.WithLabelValues(reason).Inc()
+			si.reconnects.Add(1)
 			if si.ctx.Err() != nil {
 				lvl = slog.LevelDebug
 			}
@@ -531,6 +564,7 @@ func (c *sockConn) readLoop() {
 		case "hello":
 			c.si.envelopes.WithLabelValues("hello", "control").Inc()
 			c.helloOnce.Do(func() {
+				c.si.lastHello.Store(time.Now().UnixMilli())
 				c.setLive(true)
 				close(c.hello)
 			})

@@ -11,10 +11,22 @@ const (
 	StatusPending = "pending"
 	StatusDone    = "done"
 	StatusParked  = "parked"
+	// StatusDiscarded: an operator gave up on a parked row (ackd outbox
+	// discard). It is never performed; it stays for the audit trail, with
+	// completed_at the time of the discard, and is pruned like a done row.
+	StatusDiscarded = "discarded"
 )
 
 // Statuses lists every status, in the order a row moves through them.
-var Statuses = []string{StatusPending, StatusDone, StatusParked}
+var Statuses = []string{StatusPending, StatusDone, StatusParked, StatusDiscarded}
+
+// ParkedFilter selects parked rows for RequeueParked and DiscardParked.
+// The zero value selects every parked row.
+type ParkedFilter struct {
+	Route     string        // the route that made the row (its payload's "route"); "" any
+	Effect    string        // "" any
+	OlderThan time.Duration // only rows created more than this long ago; 0 any
+}
 
 // Row is one outbox row as the sweep and the operator commands see it.
 type Row struct {
@@ -116,16 +128,17 @@ type FailResult struct {
 
 // PruneResult counts what one Prune deleted.
 type PruneResult struct {
-	Receipts int64
-	Done     int64
-	Requests int64 // stored Slack requests no row needs any more
+	Receipts  int64
+	Done      int64
+	Discarded int64 // discarded rows, pruned on done rows' retention
+	Requests  int64 // stored Slack requests no row needs any more
 }
 
 // Queue is the cheap view of the outbox used by metrics, health and
 // sd_notify: rows by status and the age of the oldest pending row.
 type Queue struct {
-	Pending, Done, Parked int64
-	OldestPending         time.Duration // 0 when nothing is pending
+	Pending, Done, Parked, Discarded int64
+	OldestPending                    time.Duration // 0 when nothing is pending
 }
 
 // Stats adds what the status command shows.
@@ -165,6 +178,10 @@ type Instance struct {
 	Listen      string
 	StartedAt   time.Time
 	HeartbeatAt time.Time // set by the store on Heartbeat
+	// State is what the daemon says about itself (JSON, e.g. its Socket
+	// Mode connections), refreshed by each Heartbeat; "" when it says
+	// nothing. The store keeps it as it is.
+	State string
 	// Performs lists what the instance can perform: the effects it claims,
 	// and capabilities such as "forward.signed" (sweep.Performs). nil: not
 	// recorded (an ackd from before the column, or a schema without it).

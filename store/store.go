@@ -28,6 +28,8 @@
 //	   │  └── lease expires ─────┘  │ Fail(token): retryable → pending, later
 //	   │                            │              rate limited → pending, at Retry-After
 //	   └── Requeue (operator) ◀── parked ◀──────── permanent, or attempts exhausted
+//	                                │
+//	                                └── Discard (operator) ──▶ discarded ──Prune──▶ (gone)
 package store
 
 import (
@@ -100,11 +102,18 @@ type Store interface {
 	// budget, due now; ErrNotFound if no parked row has that id (the caller
 	// may Get the row to say why).
 	Requeue(ctx context.Context, id int64) error
-	RequeueParked(ctx context.Context) (int64, error)
+	// RequeueParked requeues every parked row f selects and says how many.
+	RequeueParked(ctx context.Context, f ParkedFilter) (int64, error)
+	// Discard gives up on one parked row: its status becomes discarded,
+	// completed_at now, and no sweep performs it again; ErrNotFound if no
+	// parked row has that id. DiscardParked discards every parked row f
+	// selects and says how many.
+	Discard(ctx context.Context, id int64) error
+	DiscardParked(ctx context.Context, f ParkedFilter) (int64, error)
 
-	// Prune deletes receipts older than receipts and done rows completed
-	// more than done ago, in bounded batches. Pending and parked rows are
-	// never pruned. A stored request (Intent.Request) is deleted once it is
+	// Prune deletes receipts older than receipts, and done and discarded
+	// rows completed more than done ago, in bounded batches. Pending and
+	// parked rows are never pruned. A stored request (Intent.Request) is deleted once it is
 	// older than receipts AND no pending or parked row names it: a row that
 	// waits (or is parked for an operator) keeps the bytes it needs.
 	Prune(ctx context.Context, receipts, done time.Duration, batch int) (PruneResult, error)

@@ -9,6 +9,12 @@
 //
 // BOLT_RECEIVER=express selects ExpressReceiver; the default is HTTPReceiver.
 // Both serve events, commands and interactivity on /slack/events.
+//
+// SLACK_BOT_TOKEN set: the app's real installation (Bolt checks the token
+// with auth.test at start). Unset, to try it without Slack (README.md): a
+// fixed installation through authorize(), so Bolt asks Slack nothing at
+// start, and the Web API calls go to SLACK_API_URL (fake-slack.js), which is
+// then required.
 'use strict';
 const { App, HTTPReceiver, ExpressReceiver } = require('@slack/bolt');
 
@@ -25,7 +31,19 @@ const receiver = process.env.BOLT_RECEIVER === 'express'
   ? new ExpressReceiver(receiverOptions)
   : new HTTPReceiver(receiverOptions);
 
-const app = new App({ token: process.env.SLACK_BOT_TOKEN, receiver });
+const token = process.env.SLACK_BOT_TOKEN;
+const clientOptions = process.env.SLACK_API_URL ? { slackApiUrl: process.env.SLACK_API_URL } : {};
+if (!token && !process.env.SLACK_API_URL) {
+  console.error('set SLACK_BOT_TOKEN (a real installation), or SLACK_API_URL (a stand-in Web API such as fake-slack.js) to try it without Slack');
+  process.exit(2);
+}
+const app = new App(token
+  ? { token, receiver, clientOptions }
+  : {
+    receiver,
+    clientOptions,
+    authorize: async () => ({ botToken: 'xoxb-offline', botId: 'B0OFFLINE', botUserId: 'U0OFFLINE' }),
+  });
 
 // Events: ackd has answered Slack; this runs from ackd's outbox, at least once.
 app.event('app_mention', async ({ event, client, context }) => {
@@ -59,6 +77,7 @@ app.options('service_picker', async ({ options, ack }) => {
 
 (async () => {
   const port = Number(process.env.PORT || 3001);
-  await app.start(port);
-  console.log(`bolt app listening on 127.0.0.1:${port} (/slack/events)`);
+  // Loopback only: ackd is the app's only client.
+  await app.start({ port, host: '127.0.0.1' });
+  console.log(`bolt app listening on 127.0.0.1:${port} (/slack/events)${token ? '' : `, Web API at ${process.env.SLACK_API_URL}`}`);
 })();

@@ -20,10 +20,10 @@ func (s *Store) Heartbeat(ctx context.Context, in store.Instance) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		off := s.offset.Load()
 		if _, err := tx.Exec(ctx, `WITH `+clockCTE+`
-			INSERT INTO ackd_instances (instance_id, pid, host, listen, started_at, heartbeat_at, effects)
-			SELECT $2, $3, $4, $5, $6, now, $7 FROM clock
-			ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, effects = excluded.effects`,
-			off, in.ID, in.PID, in.Host, in.Listen, in.StartedAt.UnixMilli(), store.JoinPerforms(in.Performs)); err != nil {
+			INSERT INTO ackd_instances (instance_id, pid, host, listen, started_at, heartbeat_at, effects, state)
+			SELECT $2, $3, $4, $5, $6, now, $7, NULLIF($8, '') FROM clock
+			ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, effects = excluded.effects, state = excluded.state`,
+			off, in.ID, in.PID, in.Host, in.Listen, in.StartedAt.UnixMilli(), store.JoinPerforms(in.Performs), in.State); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `WITH `+clockCTE+`
@@ -46,8 +46,13 @@ func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]store.Ins
 	if !s.instanceEffects {
 		effects = "NULL::text"
 	}
+	// Likewise the state column (ackd status on a schema before it).
+	state := "coalesce(state, '')"
+	if !s.instanceState {
+		state = "''::text"
+	}
 	res, err := s.pool.Query(ctx, `WITH `+clockCTE+`
-		SELECT instance_id, pid, host, listen, started_at, heartbeat_at, `+effects+` FROM ackd_instances, clock
+		SELECT instance_id, pid, host, listen, started_at, heartbeat_at, `+effects+`, `+state+` FROM ackd_instances, clock
 		 WHERE heartbeat_at >= clock.now - $2::bigint ORDER BY started_at, instance_id`,
 		s.offset.Load(), fresh.Milliseconds())
 	if err != nil {
@@ -59,7 +64,7 @@ func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]store.Ins
 		var in store.Instance
 		var started, beat int64
 		var performs *string
-		if err := res.Scan(&in.ID, &in.PID, &in.Host, &in.Listen, &started, &beat, &performs); err != nil {
+		if err := res.Scan(&in.ID, &in.PID, &in.Host, &in.Listen, &started, &beat, &performs, &in.State); err != nil {
 			return nil, fmt.Errorf("instances: %w", err)
 		}
 		in.StartedAt, in.HeartbeatAt = time.UnixMilli(started), time.UnixMilli(beat)

@@ -404,23 +404,82 @@ func (s *Store) Requeue(ctx context.Context, id int64) error {
 	return nil
 }
 
-// RequeueParked puts every parked row back to pending and returns how many.
-func (s *Store) RequeueParked(ctx context.Context) (int64, error) {
-	return s.requeue(ctx, `status = 'parked'`)
+// RequeueParked puts every parked row f selects back to pending and returns
+// how many.
+func (s *Store) RequeueParked(ctx context.Context, f store.ParkedFilter) (int64, error) {
+	where, args := parkedWhere(f)
+	return s.requeue(ctx, where, args...)
+}
+
+// parkedWhere is the WHERE clause (arguments from $2, after the clock's
+// offset) selecting the parked rows f names.
+func parkedWhere(f store.ParkedFilter) (string, []any) {
+	where, args := `status = 'parked'`, []any{}
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args)+1)
+	}
+	if f.Effect != "" {
+		where += ` AND effect = ` + arg(f.Effect)
+	}
+	if f.Route != "" {
+		where += ` AND ackd_payload_route(payload) = ` + arg(f.Route)
+	}
+	if f.OlderThan > 0 {
+		where += ` AND created_at < clock.now - ` + arg(f.OlderThan.Milliseconds()) + `::bigint`
+	}
+	return where, args
 }
 
 func (s *Store) requeue(ctx context.Context, where string, args ...any) (int64, error) {
+	n, err := s.update(ctx, `SET status = 'pending', attempts = 0, next_attempt_at = clock.now,
+		       claim_token = NULL, claim_expires_at = NULL`, where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("requeue: %w", err)
+	}
+	return n, nil
+}
+
+// Discard moves one parked row to discarded (completed_at now). It returns
+// store.ErrNotFound if no parked row has that id.
+func (s *Store) Discard(ctx context.Context, id int64) error {
+	n, err := s.discard(ctx, `id = $2 AND status = 'parked'`, id)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("parked outbox row %d: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// DiscardParked discards every parked row f selects and returns how many.
+func (s *Store) DiscardParked(ctx context.Context, f store.ParkedFilter) (int64, error) {
+	where, args := parkedWhere(f)
+	return s.discard(ctx, where, args...)
+}
+
+func (s *Store) discard(ctx context.Context, where string, args ...any) (int64, error) {
+	n, err := s.update(ctx, `SET status = 'discarded', completed_at = clock.now,
+		       claim_token = NULL, claim_expires_at = NULL`, where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("discard: %w", err)
+	}
+	return n, nil
+}
+
+// update runs "UPDATE outbox {set} FROM clock WHERE {where}" (the clock's
+// offset is $1) and returns the rows changed.
+func (s *Store) update(ctx context.Context, set, where string, args ...any) (int64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
 	tag, err := s.pool.Exec(ctx, `WITH `+clockCTE+`
-		UPDATE outbox
-		   SET status = 'pending', attempts = 0, next_attempt_at = clock.now,
-		       claim_token = NULL, claim_expires_at = NULL
+		UPDATE outbox `+set+`
 		  FROM clock
 		 WHERE `+where, append([]any{s.offset.Load()}, args...)...)
 	if err != nil {
-		return 0, fmt.Errorf("requeue: %w", s.classify(ctx, err))
+		return 0, s.classify(ctx, err)
 	}
 	return tag.RowsAffected(), nil
 }

@@ -204,7 +204,6 @@ CREATE TABLE ackd_leases (
   expires_at  bigint NOT NULL
 );
 
-
 -- migrate: 7
 
 -- A post is confirmed before it is repeated (chat.postMessage has no
@@ -258,3 +257,40 @@ SELECT split_part(event_id, ':', 1) AS kind,
   FROM slack_event_receipts
  WHERE (event_id >= 'msg:' AND event_id < 'msg;') OR (event_id >= 'mention:' AND event_id < 'mention;')
  GROUP BY 1;
+
+-- migrate: 9
+
+-- What each running daemon says about itself at its heartbeat (JSON: its
+-- Socket Mode connections, last hello, reconnects), for `ackd status`.
+ALTER TABLE ackd_instances ADD COLUMN state text;
+
+-- A fourth status, 'discarded': an operator gave up on a parked row (`ackd
+-- outbox discard`). It is never performed again, stays for the audit trail
+-- with completed_at the time of the discard, and is pruned on the done rows'
+-- retention.
+ALTER TABLE outbox DROP CONSTRAINT outbox_status_check;
+ALTER TABLE outbox ADD CONSTRAINT outbox_status_check
+  CHECK (status IN ('pending', 'done', 'parked', 'discarded'));
+-- Serves pruning of discarded rows.
+CREATE INDEX outbox_discarded ON outbox (completed_at) WHERE status = 'discarded';
+-- The route that made a row (its payload's "route"), or NULL when the
+-- payload is not JSON (a row parked because it could not be decoded):
+-- `outbox retry|discard --route` must not fail on such a row.
+CREATE FUNCTION ackd_payload_route(payload text) RETURNS text
+  LANGUAGE plpgsql IMMUTABLE
+  AS $$ BEGIN RETURN payload::jsonb->>'route'; EXCEPTION WHEN others THEN RETURN NULL; END $$;
+-- A parked, done or discarded row has no next attempt: the view shows none.
+CREATE OR REPLACE VIEW outbox_readable AS
+SELECT id,
+       idempotency_key,
+       effect,
+       status,
+       attempts,
+       to_timestamp(created_at / 1000.0)      AT TIME ZONE 'UTC' AS created,
+       CASE WHEN status = 'pending'
+            THEN to_timestamp(next_attempt_at / 1000.0) AT TIME ZONE 'UTC' END AS next_attempt,
+       to_timestamp(claim_expires_at / 1000.0) AT TIME ZONE 'UTC' AS lease_until,
+       to_timestamp(completed_at / 1000.0)    AT TIME ZONE 'UTC' AS completed,
+       last_error,
+       result
+  FROM outbox;

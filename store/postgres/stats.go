@@ -14,8 +14,8 @@ func sortByID(rows []store.Row) {
 	slices.SortFunc(rows, func(a, b store.Row) int { return cmp.Compare(a.ID, b.ID) })
 }
 
-// Prune deletes receipts received more than receipts ago and done rows
-// completed more than done ago (on the database's clock), in batches of at
+// Prune deletes receipts received more than receipts ago and done and
+// discarded rows completed more than done ago (on the database's clock), in batches of at
 // most batch rows, each its own statement. Pending and parked rows are
 // never pruned. A stored request is deleted once it is older than receipts
 // and no pending or parked row names it.
@@ -39,6 +39,14 @@ func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch i
 	out.Done = n
 	if err != nil {
 		return out, fmt.Errorf("prune done rows: %w", err)
+	}
+	n, err = s.deleteBatches(ctx, batch, `WITH `+clockCTE+`
+		DELETE FROM outbox WHERE id IN (
+		  SELECT id FROM outbox, clock
+		   WHERE status = 'discarded' AND completed_at < clock.now - $2::bigint LIMIT $3)`, done)
+	out.Discarded = n
+	if err != nil {
+		return out, fmt.Errorf("prune discarded rows: %w", err)
 	}
 	// A stored request outlives its receipt for as long as a row that may
 	// still be performed (pending, or parked for an operator) needs it.
@@ -83,8 +91,9 @@ func (s *Store) Queue(ctx context.Context) (store.Queue, error) {
 		SELECT count(*) FILTER (WHERE status = 'pending'),
 		       count(*) FILTER (WHERE status = 'done'),
 		       count(*) FILTER (WHERE status = 'parked'),
+		       count(*) FILTER (WHERE status = 'discarded'),
 		       (SELECT now FROM clock) - min(created_at) FILTER (WHERE status = 'pending')
-		  FROM outbox`, s.offset.Load()).Scan(&q.Pending, &q.Done, &q.Parked, &oldestMS)
+		  FROM outbox`, s.offset.Load()).Scan(&q.Pending, &q.Done, &q.Parked, &q.Discarded, &oldestMS)
 	if err != nil {
 		return q, fmt.Errorf("queue stats: %w", s.classify(ctx, err))
 	}

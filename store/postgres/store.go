@@ -59,6 +59,8 @@ type Store struct {
 	// instanceEffects: ackd_instances has its effects column (every schema
 	// this binary migrates to; a read-only store may open an older one).
 	instanceEffects bool
+	// instanceState: ackd_instances has its state column (likewise).
+	instanceState bool
 	// readColumns is what Get, GetByKey and List select: rowColumns, or on
 	// an older schema a read-only store opened, the same with constants in
 	// place of the columns it lacks (outboxReadColumns).
@@ -147,6 +149,10 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 		s.readColumns = outboxReadColumns(confirm)
 		err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.tables
 			WHERE table_schema = current_schema() AND table_name = 'catchup_marks')`).Scan(&s.catchupMarks)
+		if err == nil {
+			err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+				WHERE table_schema = current_schema() AND table_name = 'ackd_instances' AND column_name = 'state')`).Scan(&s.instanceState)
+		}
 	}
 	if err != nil {
 		pool.Close()

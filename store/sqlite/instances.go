@@ -18,10 +18,10 @@ const instanceRetention = 24 * time.Hour
 func (s *Store) Heartbeat(ctx context.Context, in Instance) error {
 	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO ackd_instances (instance_id, pid, host, listen, started_at, heartbeat_at, effects)
-			 VALUES (?, ?, ?, ?, ?, ?, ?)
-			 ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, effects = excluded.effects`,
-			in.ID, in.PID, in.Host, in.Listen, ms(in.StartedAt), now, store.JoinPerforms(in.Performs)); err != nil {
+			`INSERT INTO ackd_instances (instance_id, pid, host, listen, started_at, heartbeat_at, effects, state)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''))
+			 ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, effects = excluded.effects, state = excluded.state`,
+			in.ID, in.PID, in.Host, in.Listen, ms(in.StartedAt), now, store.JoinPerforms(in.Performs), in.State); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `DELETE FROM ackd_instances WHERE heartbeat_at < ?`,
@@ -42,8 +42,13 @@ func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]Instance,
 	if !s.instanceEffects {
 		effects = "NULL"
 	}
+	// Likewise the state column (ackd status on a schema before it).
+	state := "coalesce(state, '')"
+	if !s.instanceState {
+		state = "''"
+	}
 	res, err := s.r.QueryContext(ctx,
-		`SELECT instance_id, pid, host, listen, started_at, heartbeat_at, `+effects+` FROM ackd_instances
+		`SELECT instance_id, pid, host, listen, started_at, heartbeat_at, `+effects+`, `+state+` FROM ackd_instances
 		  WHERE heartbeat_at >= ? ORDER BY started_at, instance_id`, ms(s.opts.Now().Add(-fresh)))
 	if err != nil {
 		return nil, fmt.Errorf("instances: %w", err)
@@ -54,7 +59,7 @@ func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]Instance,
 		var in Instance
 		var started, beat int64
 		var performs sql.NullString
-		if err := res.Scan(&in.ID, &in.PID, &in.Host, &in.Listen, &started, &beat, &performs); err != nil {
+		if err := res.Scan(&in.ID, &in.PID, &in.Host, &in.Listen, &started, &beat, &performs, &in.State); err != nil {
 			return nil, fmt.Errorf("instances: %w", err)
 		}
 		in.StartedAt, in.HeartbeatAt = time.UnixMilli(started), time.UnixMilli(beat)

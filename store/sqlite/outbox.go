@@ -487,27 +487,83 @@ func (s *Store) Requeue(ctx context.Context, id int64) error {
 	return nil
 }
 
-// RequeueParked puts every parked row back to pending and returns how many.
-func (s *Store) RequeueParked(ctx context.Context) (int64, error) {
-	return s.requeue(ctx, `status = 'parked'`)
+// RequeueParked puts every parked row f selects back to pending and returns
+// how many.
+func (s *Store) RequeueParked(ctx context.Context, f store.ParkedFilter) (int64, error) {
+	where, args := s.parkedWhere(f)
+	return s.requeue(ctx, where, args...)
+}
+
+// parkedWhere is the WHERE clause (and its arguments) selecting the parked
+// rows f names.
+func (s *Store) parkedWhere(f store.ParkedFilter) (string, []any) {
+	where, args := `status = 'parked'`, []any{}
+	if f.Effect != "" {
+		where += ` AND effect = ?`
+		args = append(args, f.Effect)
+	}
+	if f.Route != "" {
+		// json_valid first: a payload that is not JSON (a row parked
+		// because it could not be decoded) must not fail the statement.
+		where += ` AND CASE WHEN json_valid(payload) THEN json_extract(payload, '$.route') END = ?`
+		args = append(args, f.Route)
+	}
+	if f.OlderThan > 0 {
+		where += ` AND created_at < ?`
+		args = append(args, ms(s.opts.Now().Add(-f.OlderThan)))
+	}
+	return where, args
 }
 
 func (s *Store) requeue(ctx context.Context, where string, args ...any) (int64, error) {
+	n, err := s.update(ctx, `SET status = 'pending', attempts = 0, next_attempt_at = ?,
+		        claim_token = NULL, claim_expires_at = NULL`, where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("requeue: %w", err)
+	}
+	return n, nil
+}
+
+// Discard moves one parked row to discarded (completed_at now). It returns
+// ErrNotFound if no parked row has that id.
+func (s *Store) Discard(ctx context.Context, id int64) error {
+	n, err := s.discard(ctx, `id = ? AND status = 'parked'`, id)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("parked outbox row %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// DiscardParked discards every parked row f selects and returns how many.
+func (s *Store) DiscardParked(ctx context.Context, f store.ParkedFilter) (int64, error) {
+	where, args := s.parkedWhere(f)
+	return s.discard(ctx, where, args...)
+}
+
+func (s *Store) discard(ctx context.Context, where string, args ...any) (int64, error) {
+	n, err := s.update(ctx, `SET status = 'discarded', completed_at = ?,
+		        claim_token = NULL, claim_expires_at = NULL`, where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("discard: %w", err)
+	}
+	return n, nil
+}
+
+// update runs "UPDATE outbox {set} WHERE {where}" with now as the first
+// argument, in its own transaction, and returns the rows changed.
+func (s *Store) update(ctx context.Context, set, where string, args ...any) (int64, error) {
 	var n int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
-			`UPDATE outbox
-			    SET status = 'pending', attempts = 0, next_attempt_at = ?,
-			        claim_token = NULL, claim_expires_at = NULL
-			  WHERE `+where, append([]any{ms(s.opts.Now())}, args...)...)
+		res, err := tx.ExecContext(ctx, `UPDATE outbox `+set+` WHERE `+where,
+			append([]any{ms(s.opts.Now())}, args...)...)
 		if err != nil {
 			return err
 		}
 		n, err = res.RowsAffected()
 		return err
 	})
-	if err != nil {
-		return 0, fmt.Errorf("requeue: %w", err)
-	}
-	return n, nil
+	return n, err
 }

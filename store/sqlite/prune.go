@@ -20,8 +20,8 @@ const DefaultPruneSlice = 100
 // maxPrunePause bounds the wait between two slices (see Options.PruneShare).
 const maxPrunePause = time.Second
 
-// Prune deletes receipts received more than receipts ago and done rows
-// completed more than done ago, in slices of at most batch rows (0:
+// Prune deletes receipts received more than receipts ago and done and
+// discarded rows completed more than done ago, in slices of at most batch rows (0:
 // DefaultPruneSlice). Each slice is an op of the group committer, like an
 // intent: acks interleave with pruning instead of queueing behind a long
 // delete on the only writer connection. Pending and parked rows are never
@@ -47,6 +47,14 @@ func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch i
 	out.Done = n
 	if err != nil {
 		return out, fmt.Errorf("prune done rows: %w", err)
+	}
+	n, err = s.deleteSlices(ctx, batch,
+		`DELETE FROM outbox WHERE id IN (
+		   SELECT id FROM outbox WHERE status = 'discarded' AND completed_at < ? LIMIT ?)`,
+		ms(now.Add(-done)))
+	out.Discarded = n
+	if err != nil {
+		return out, fmt.Errorf("prune discarded rows: %w", err)
 	}
 	// A stored request outlives its receipt for as long as a row that may
 	// still be performed (pending, or parked for an operator) needs it.

@@ -11,14 +11,15 @@ import (
 const QueueCountsSQL = `SELECT
 	(SELECT count(*) FROM outbox WHERE status = 'pending'),
 	(SELECT count(*) FROM outbox WHERE status = 'done'),
-	(SELECT count(*) FROM outbox WHERE status = 'parked')`
+	(SELECT count(*) FROM outbox WHERE status = 'parked'),
+	(SELECT count(*) FROM outbox WHERE status = 'discarded')`
 
 // Queue counts outbox rows by status (from their indexes) and measures the
 // oldest pending row.
 func (s *Store) Queue(ctx context.Context) (Queue, error) {
 	var q Queue
 	// Each count reads only its status's partial index (schema.sql).
-	if err := s.r.QueryRowContext(ctx, QueueCountsSQL).Scan(&q.Pending, &q.Done, &q.Parked); err != nil {
+	if err := s.r.QueryRowContext(ctx, QueueCountsSQL).Scan(&q.Pending, &q.Done, &q.Parked, &q.Discarded); err != nil {
 		return q, fmt.Errorf("queue stats: %w", err)
 	}
 	var oldest sql.NullInt64

@@ -61,6 +61,8 @@ type Store struct {
 	// instanceEffects: ackd_instances has its effects column (every schema
 	// this binary migrates to; a read-only store may open an older one).
 	instanceEffects bool
+	// instanceState: ackd_instances has its state column (likewise).
+	instanceState bool
 	// readColumns is what Get, GetByKey and List select: rowColumns, or on
 	// an older schema a read-only store opened, the same with constants in
 	// place of the columns it lacks (outboxReadColumns).
@@ -123,7 +125,7 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 
-	s := &Store{path: path, opts: opts, w: w, ops: make(chan *op, 4096), instanceEffects: true, readColumns: rowColumns, catchupMarks: true}
+	s := &Store{path: path, opts: opts, w: w, ops: make(chan *op, 4096), instanceEffects: true, instanceState: true, readColumns: rowColumns, catchupMarks: true}
 	if opts.NoMigrate {
 		err = s.checkSchema(ctx, w)
 	} else {
@@ -184,6 +186,11 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 		return nil, sqliteReason(err)
 	}
 	s.instanceEffects = n == 1
+	if err := r.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('ackd_instances') WHERE name = 'state'`).Scan(&n); err != nil {
+		r.Close()
+		return nil, sqliteReason(err)
+	}
+	s.instanceState = n == 1
 	if err := r.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('outbox') WHERE name = 'outcome_unknown'`).Scan(&n); err != nil {
 		r.Close()
 		return nil, sqliteReason(err)

@@ -18,9 +18,10 @@ type (
 )
 
 const (
-	StatusPending = store.StatusPending
-	StatusDone    = store.StatusDone
-	StatusParked  = store.StatusParked
+	StatusPending   = store.StatusPending
+	StatusDone      = store.StatusDone
+	StatusParked    = store.StatusParked
+	StatusDiscarded = store.StatusDiscarded
 
 	FailRetryable   = store.FailRetryable
 	FailPermanent   = store.FailPermanent

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,6 +70,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("Fail", func(t *testing.T) { testFail(t, newDB) })
 	t.Run("OutcomeUnknown", func(t *testing.T) { testOutcomeUnknown(t, newDB) })
 	t.Run("Prune", func(t *testing.T) { testPrune(t, newDB) })
+	t.Run("Discard", func(t *testing.T) { testDiscard(t, newDB) })
 	t.Run("StoredRequest", func(t *testing.T) { testStoredRequest(t, newDB) })
 	t.Run("Inspect", func(t *testing.T) { testInspect(t, newDB) })
 	t.Run("Instances", func(t *testing.T) { testInstances(t, newDB) })
@@ -959,11 +961,165 @@ func testFail(t *testing.T, newDB NewDB) {
 		if got.Status != store.StatusPending || got.Attempts != 0 || got.ClaimToken != "" {
 			t.Fatalf("requeued row: %+v", got)
 		}
-		if n, err := s.RequeueParked(ctx); err != nil || n != 2 {
+		if n, err := s.RequeueParked(ctx, store.ParkedFilter{}); err != nil || n != 2 {
 			t.Fatalf("RequeueParked = %d, %v; want 2", n, err)
 		}
 		if rows := mustClaim(t, s, "D", 10, time.Minute); len(rows) != 3 {
 			t.Fatalf("requeued rows claimable: %d, want 3", len(rows))
+		}
+	})
+}
+
+// parkAll records one event with a row per route (effect "log", or the
+// effect after a "=" in the name: "b=post"), and parks every row.
+func parkAll(t *testing.T, s store.Store, eventID string, routes ...string) []store.Row {
+	t.Helper()
+	in := store.Intent{EventID: eventID, EventType: "app_mention"}
+	for _, r := range routes {
+		name, effect, ok := strings.Cut(r, "=")
+		if !ok {
+			effect = "log"
+		}
+		in.Rows = append(in.Rows, store.NewRow{Key: eventID + ":" + name, Effect: effect, Payload: fmt.Sprintf(`{"route":%q}`, name)})
+	}
+	mustRecord(t, s, in)
+	var out []store.Row
+	for range routes {
+		row := claimOne(t, s, "park-"+eventID)
+		if res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.FailPermanent, "404", 0); err != nil || res.Status != store.StatusParked {
+			t.Fatal(res, err)
+		}
+		out = append(out, mustGet(t, s, row.ID))
+	}
+	return out
+}
+
+func testDiscard(t *testing.T, newDB NewDB) {
+	t.Run("discard moves one parked row to discarded, never claimed again; other statuses are refused", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		parked := parkAll(t, s, "Ev1", "a", "b")
+		mustRecord(t, s, intent("Ev2", "pending"))
+		before := db.Now(t)
+		if err := s.Discard(ctx, parked[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		after := db.Now(t)
+		got := mustGet(t, s, parked[0].ID)
+		if got.Status != store.StatusDiscarded || got.ClaimToken != "" || got.LastError != "404" {
+			t.Fatalf("discarded row: %+v", got)
+		}
+		within(t, "completed_at - before", got.CompletedAt.Sub(before), 0, after.Sub(before))
+		if err := s.Discard(ctx, parked[0].ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("discard of a discarded row: %v", err)
+		}
+		if err := s.Requeue(ctx, parked[0].ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("requeue of a discarded row: %v", err)
+		}
+		pending := all(t, s)[2]
+		if err := s.Discard(ctx, pending.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("discard of a pending row: %v", err)
+		}
+		if err := s.Discard(ctx, pending.ID+100); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("discard of a missing row: %v", err)
+		}
+		q, err := s.Queue(ctx)
+		if err != nil || q.Discarded != 1 || q.Parked != 1 || q.Pending != 1 {
+			t.Fatalf("queue = %+v, %v", q, err)
+		}
+		if n := countStatus(t, s, store.StatusDiscarded); n != 1 {
+			t.Fatalf("list --status discarded: %d rows", n)
+		}
+		if n, err := s.RequeueParked(ctx, store.ParkedFilter{}); err != nil || n != 1 {
+			t.Fatalf("RequeueParked = %d, %v; want 1 (the discarded row stays)", n, err)
+		}
+		rows := mustClaim(t, s, "C", 10, time.Minute)
+		if slices.Contains(ids(rows), parked[0].ID) || len(rows) != 2 {
+			t.Fatalf("claimed %v; the discarded row %d must not be", ids(rows), parked[0].ID)
+		}
+	})
+
+	t.Run("requeue and discard of parked rows by route, effect and age", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		old := parkAll(t, s, "Ev1", "a", "b=post")
+		db.Advance(2 * time.Hour)
+		young := parkAll(t, s, "Ev2", "a", "b=post")
+		status := func() []string {
+			var out []string
+			for _, r := range all(t, s) {
+				out = append(out, r.Status)
+			}
+			return out
+		}
+		// Nothing matches: nothing changes.
+		for _, f := range []store.ParkedFilter{{Route: "zzz"}, {Effect: "react"}, {OlderThan: 3 * time.Hour}} {
+			if n, err := s.DiscardParked(ctx, f); err != nil || n != 0 {
+				t.Fatalf("DiscardParked(%+v) = %d, %v; want 0", f, n, err)
+			}
+			if n, err := s.RequeueParked(ctx, f); err != nil || n != 0 {
+				t.Fatalf("RequeueParked(%+v) = %d, %v; want 0", f, n, err)
+			}
+		}
+		if n, err := s.DiscardParked(ctx, store.ParkedFilter{Route: "a", OlderThan: time.Hour}); err != nil || n != 1 {
+			t.Fatalf("discard route a older than 1h = %d, %v; want 1", n, err)
+		}
+		if got := mustGet(t, s, old[0].ID).Status; got != store.StatusDiscarded {
+			t.Fatalf("old route-a row is %s", got)
+		}
+		if n, err := s.RequeueParked(ctx, store.ParkedFilter{Effect: "post"}); err != nil || n != 2 {
+			t.Fatalf("requeue effect post = %d, %v; want 2", n, err)
+		}
+		want := []string{store.StatusDiscarded, store.StatusPending, store.StatusParked, store.StatusPending}
+		if got := status(); !slices.Equal(got, want) {
+			t.Fatalf("statuses = %v, want %v (rows %d %d %d %d)", got, want, old[0].ID, old[1].ID, young[0].ID, young[1].ID)
+		}
+		if n, err := s.DiscardParked(ctx, store.ParkedFilter{}); err != nil || n != 1 {
+			t.Fatalf("discard all parked = %d, %v; want 1", n, err)
+		}
+	})
+
+	t.Run("a parked row whose payload is not JSON matches no route and breaks no filter", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		mustRecord(t, s, store.Intent{EventID: "EvBad", EventType: "app_mention",
+			Rows: []store.NewRow{{Key: "EvBad:x", Effect: "log", Payload: "{not json"}}})
+		row := claimOne(t, s, "A")
+		if res, err := s.Fail(ctx, row.ID, "A", store.FailPermanent, "payload does not decode", 0); err != nil || !res.Held {
+			t.Fatal(res, err)
+		}
+		parkAll(t, s, "EvGood", "a")
+		if n, err := s.DiscardParked(ctx, store.ParkedFilter{Route: "a"}); err != nil || n != 1 {
+			t.Fatalf("discard --route a = %d, %v; want 1", n, err)
+		}
+		if n, err := s.RequeueParked(ctx, store.ParkedFilter{Route: "x"}); err != nil || n != 0 {
+			t.Fatalf("requeue --route x = %d, %v; want 0", n, err)
+		}
+		if n, err := s.DiscardParked(ctx, store.ParkedFilter{Effect: "log"}); err != nil || n != 1 {
+			t.Fatalf("discard --effect log = %d, %v; want the undecodable row", n, err)
+		}
+	})
+
+	t.Run("discarded rows are pruned on the done retention, counted apart", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		parked := parkAll(t, s, "Ev1", "a", "b")
+		if err := s.Discard(ctx, parked[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		db.Advance(6 * 24 * time.Hour)
+		if res, err := s.Prune(ctx, 30*24*time.Hour, 7*24*time.Hour, 0); err != nil || res.Discarded != 0 {
+			t.Fatalf("prune inside retention: %+v %v", res, err)
+		}
+		db.Advance(2 * 24 * time.Hour)
+		res, err := s.Prune(ctx, 30*24*time.Hour, 7*24*time.Hour, 0)
+		if err != nil || res.Discarded != 1 || res.Done != 0 {
+			t.Fatalf("prune past retention: %+v %v; want 1 discarded", res, err)
+		}
+		if _, err := s.Get(ctx, parked[0].ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("discarded row still there: %v", err)
+		}
+		if got := mustGet(t, s, parked[1].ID).Status; got != store.StatusParked {
+			t.Fatalf("the parked row is %s; parked rows are never pruned", got)
 		}
 	})
 }
@@ -1109,6 +1265,28 @@ func testInspect(t *testing.T, newDB NewDB) {
 }
 
 func testInstances(t *testing.T, newDB NewDB) {
+	t.Run("a heartbeat carries the daemon's state, refreshed each time; none reads back empty", func(t *testing.T) {
+		s := newDB(t).Open(t, store.Options{})
+		in := store.Instance{ID: "a", PID: 10, Host: "vm1", Listen: "127.0.0.1:3000", StartedAt: time.UnixMilli(1_700_000_000_000)}
+		state := func() string {
+			t.Helper()
+			ins, err := s.Instances(ctx, time.Hour)
+			if err != nil || len(ins) != 1 {
+				t.Fatalf("instances %v, %v", ins, err)
+			}
+			return ins[0].State
+		}
+		for _, want := range []string{"", `{"socket_mode":{"connections":2}}`, `{"socket_mode":{"connections":1}}`, ""} {
+			in.State = want
+			if err := s.Heartbeat(ctx, in); err != nil {
+				t.Fatal(err)
+			}
+			if got := state(); got != want {
+				t.Fatalf("state read back %q, want %q", got, want)
+			}
+		}
+	})
+
 	t.Run("a heartbeat lists an instance while fresh; stale ones are not listed, retired ones gone, day-old ones deleted", func(t *testing.T) {
 		db := newDB(t)
 		s := db.Open(t, store.Options{})
