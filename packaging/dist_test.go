@@ -166,6 +166,8 @@ func TestReleaseBuild(t *testing.T) {
 				"/usr/lib/systemd/system/ackd-backup.timer":   "-rw-r--r--",
 				"/etc/ackd/ackd.toml":                         "-rw-r--r--",
 				"/usr/share/ackd/Caddyfile":                   "-rw-r--r--",
+				"/usr/share/ackd/litestream.service":          "-rw-r--r--",
+				"/usr/share/ackd/litestream.yml":              "-rw-r--r--",
 				"/usr/share/doc/ackd/README.md":               "-rw-r--r--",
 				"/usr/share/doc/ackd/CHANGELOG.md":            "-rw-r--r--",
 			}
