@@ -223,6 +223,7 @@ func (g *globals) open(ctx context.Context, mode openMode) (store.Store, daemon.
 	if opts.ReadOnly = mode == openReadOnly; opts.ReadOnly {
 		opts.MinSchema = readSchema
 	}
+	opts.Role = store.RoleCLI
 	opts.Logger = g.storeLog
 	if opts.Logger == nil {
 		opts.Logger = g.logger().With("component", "store")
@@ -424,8 +425,18 @@ func sweepCmd(g *globals) *cobra.Command {
 				sw := sweep.New(st, sweep.Effects(ec), sc, log, nil)
 				res, err := sw.RunOnce(ctx)
 				fmt.Fprintln(g.stdout, res)
-				if err != nil || (len(sc.Skip) == 0 && res.Skipped == 0) || res.Claimed > res.Skipped {
+				if err != nil {
 					return err
+				}
+				if res.Claimed == 0 {
+					// Rows that wait while other transactions lock them are
+					// not a credential's fault: say what the database shows.
+					if err := lockedOut(ctx, st, sw.ClaimFilter()); err != nil {
+						return err
+					}
+				}
+				if (len(sc.Skip) == 0 && res.Skipped == 0) || res.Claimed > res.Skipped {
+					return nil
 				}
 				// Nothing was performed, and this process lacks a credential:
 				// if rows are waiting, saying "done" would hide them.
@@ -449,6 +460,35 @@ func sweepCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().BoolVar(&once, "once", false, "run one sweep and exit")
 	return c
+}
+
+// lockedOut reports rows a claim passed over because other transactions
+// lock them (PostgreSQL), naming those sessions; nil when there are none,
+// or the engine cannot tell.
+func lockedOut(ctx context.Context, st store.Store, filter *store.ClaimFilter) error {
+	cb, ok := st.(store.ClaimBlockers)
+	if !ok {
+		return nil
+	}
+	waiting, holders, err := cb.ClaimBlockers(ctx, filter)
+	if err != nil || waiting == 0 || len(holders) == 0 {
+		return err
+	}
+	var b strings.Builder
+	for i, h := range holders {
+		if i == 5 {
+			fmt.Fprintf(&b, "; and %d more", len(holders)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "pid %d (application %q from %s, %s for %s, transaction open %s)", h.PID, h.Application, h.Client,
+			h.State, h.StateAge.Round(time.Second), h.XactAge.Round(time.Second))
+	}
+	return fmt.Errorf("sweep claimed nothing while %d rows are due and free: other transactions hold locks on the outbox and a claim passes over the rows they lock: %s. "+
+		"They are released when those transactions end: the server ends a silent one after idle_in_transaction_session_timeout, an operator with SELECT pg_terminate_backend(pid)",
+		waiting, b.String())
 }
 
 func backfillCmd(g *globals) *cobra.Command {
@@ -1154,6 +1194,8 @@ func outcomeText(outcome, reason string) string {
 		return "url_verification challenge answered"
 	case "failed":
 		return "failed: not recorded within the ack budget"
+	case "unknown":
+		return "unknown: the commit got no answer and the database could not say whether it was recorded"
 	default:
 		return outcome
 	}

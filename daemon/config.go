@@ -142,6 +142,9 @@ type BackfillConfig struct {
 type CommandsConfig struct {
 	UnhandledText string `toml:"unhandled_text"`
 	FailedText    string `toml:"failed_text"`
+	// UnknownText answers a command whose intent's commit got no answer
+	// that the database could resolve in time: it may or may not run.
+	UnknownText string `toml:"unknown_text"`
 }
 
 // SocketConfig is the Socket Mode ingress (see socket.go). The app-level
@@ -258,6 +261,7 @@ func Default() Config {
 		Commands: CommandsConfig{
 			UnhandledText: "This command is not handled here.",
 			FailedText:    "Sorry, that could not be recorded. Please try again.",
+			UnknownText:   "Sorry, I could not confirm that this was recorded: it may still run. Check before trying again.",
 		},
 		Socket: SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
 		Backfill: BackfillConfig{OnStart: true, MaxAge: Duration{24 * time.Hour}, Rate: 20, Limit: 200,

@@ -22,8 +22,26 @@ const (
 	outcomeIgnored   = "ignored"   // authenticated, deliberately not acted on
 	outcomeChallenge = "challenge" // url_verification
 	outcomeRejected  = "rejected"  // not authenticated, or not a Slack request
-	outcomeFailed    = "failed"    // intent not durable within the ack budget
+	outcomeFailed    = "failed"    // intent not durable within the ack budget: nothing was written
+	// The intent's COMMIT got no answer and the database could not say in
+	// time whether it committed (store.ErrCommitUnknown): it may be
+	// recorded. Answered like a failure where Slack's retry is safe (it is
+	// deduplicated), and with an honest text to a slash command.
+	outcomeUnknown = "unknown"
 )
+
+// slackDeadline is how long Slack waits for an answer; answerMargin is
+// kept of it for writing the answer. Whatever ackd still does for a
+// request (asking what became of a COMMIT, an inline attempt's
+// completion) ends by start + slackDeadline - answerMargin (answerBy).
+const (
+	slackDeadline = 3 * time.Second
+	answerMargin  = 250 * time.Millisecond
+)
+
+// answerBy is when everything done for a request that started at start
+// must be over.
+func answerBy(start time.Time) time.Time { return start.Add(slackDeadline - answerMargin) }
 
 // Headers on every answer to a Slack request: the outcome above, and for an
 // ignored request why (unhandled_subtype, bot_message, unrouted, …).
@@ -193,6 +211,8 @@ func (s *Server) logAnswer(endpoint string, r *http.Request, a answer, took time
 		level, msg = slog.LevelWarn, "rejected"
 	case outcomeFailed:
 		level, msg = slog.LevelError, "intent not recorded: nothing was written"
+	case outcomeUnknown:
+		level, msg = slog.LevelError, "intent outcome unknown: its commit got no answer and the database could not say in time whether it was recorded"
 	}
 	s.log.LogAttrs(context.Background(), level, msg, attrs...)
 }
@@ -204,11 +224,18 @@ func sslCheck(body []byte) bool {
 	return err == nil && form.Get("ssl_check") == "1" && form.Get("command") == ""
 }
 
-// record commits an intent and maps the result onto the answer.
-func (s *Server) record(ctx context.Context, a answer, in store.Intent) answer {
+// record commits an intent and maps the result onto the answer: the one
+// place a store error becomes "recorded", "not recorded" or "unknown". A
+// COMMIT without an answer is asked about until Slack's deadline nears
+// (answerBy), past the ack budget.
+func (s *Server) record(ctx context.Context, req request, a answer, in store.Intent) answer {
 	a.routes = len(in.Rows)
+	in.ResolveBy = answerBy(req.start)
 	first, err := s.store.RecordIntent(ctx, in)
 	switch {
+	case errors.Is(err, store.ErrCommitUnknown):
+		a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeUnknown, err
+		a.reason = "commit outcome unknown at Slack's deadline; a retry is deduplicated if it was recorded"
 	case err != nil:
 		a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeFailed, err
 		switch {
@@ -268,9 +295,10 @@ func (s *Server) handleEvents(ctx context.Context, req request) answer {
 			return a
 		}
 		in := withRequest(store.Intent{EventID: env.EventID, EventType: env.Inner.Type, Rows: rows}, sweep.ContentTypeJSON, req.body)
-		a = s.record(ctx, a, in)
-		if a.outcome != outcomeFailed {
-			// Recorded (now or before): catch-up's mark may move past it.
+		a = s.record(ctx, req, a, in)
+		if a.outcome != outcomeFailed && a.outcome != outcomeUnknown {
+			// Recorded (now or before): catch-up's mark may move past it;
+			// not past one that may not be recorded.
 			s.marks.saw(env.Inner)
 		}
 		return a
@@ -325,13 +353,19 @@ func (s *Server) handleCommand(ctx context.Context, req request) answer {
 		}
 	}
 	if a.err == nil {
-		a = s.record(ctx, a, withRequest(in, sweep.ContentTypeForm, req.body))
+		a = s.record(ctx, req, a, withRequest(in, sweep.ContentTypeForm, req.body))
 	}
-	if a.outcome == outcomeFailed {
+	switch a.outcome {
+	case outcomeFailed:
 		// Slack never retries a slash command, so a 500 gains nothing: tell
 		// the user instead, and leave the error for the operator.
 		a.status = http.StatusOK
 		a.body, a.ctype = ephemeral(s.cfg.Commands.FailedText), "application/json"
+		return a
+	case outcomeUnknown:
+		// "Try again" could run it twice, "done" could be false: say so.
+		a.status = http.StatusOK
+		a.body, a.ctype = ephemeral(s.cfg.Commands.UnknownText), "application/json"
 		return a
 	}
 	if ackText != "" {
@@ -377,7 +411,7 @@ func (s *Server) handleInteraction(ctx context.Context, req request) answer {
 	if inline < 0 {
 		// An empty 200 closes a view_submission's modal; a 500 shows the
 		// user that the action failed.
-		return s.record(ctx, a, in)
+		return s.record(ctx, req, a, in)
 	}
 	// The app's answer must be ackd's answer, so its first attempt runs
 	// now. The row is written already claimed by this attempt, so no sweep
@@ -389,28 +423,34 @@ func (s *Server) handleInteraction(ctx context.Context, req request) answer {
 	// else of this request may reach a third party before the answer
 	// (DESIGN §1.1). They become claimable when it ends, after the answer.
 	token := sweep.NewToken()
-	lease := s.cfg.Ack.Budget.Duration + inlineLeaseMargin
+	// The lease outlasts everything done for this request (answerBy: the
+	// attempt, its completion, asking what became of a COMMIT), so no
+	// other replica re-delivers the row while this one may still record it.
+	by := answerBy(req.start)
+	lease := max(time.Until(by), s.cfg.Ack.Budget.Duration) + inlineLeaseMargin
 	for i := range in.Rows {
 		in.Rows[i].ClaimToken, in.Rows[i].ClaimLease = token, lease
 	}
 	key := in.Rows[inline].Key
 	leaseEnd := s.store.Now().Round(0).Add(lease) // never later than the expiry the store stamps
-	a = s.record(ctx, a, in)
+	a = s.record(ctx, req, a, in)
 	if a.outcome != outcomeFirst {
 		return a
 	}
-	return s.performInline(ctx, a, key, token, leaseEnd, in.Request)
+	return s.performInline(ctx, a, key, token, leaseEnd, by, in.Request)
 }
 
-// inlineLeaseMargin is how long past the ack budget an inline attempt's
-// lease lasts: room to record its result before a sweep may take the row.
+// inlineLeaseMargin is how long an inline attempt's lease lasts past the
+// moment its result must be recorded (answerBy): clocks and the stamp's
+// own delay, before a sweep may take the row.
 const inlineLeaseMargin = time.Second
 
 // performInline runs the first attempt of a synchronous interaction's
 // redeliver row, bounded by what is left of the ack budget, and answers
 // Slack with the app's body. Anything but a 2xx in time answers 200 empty
-// and leaves the row to the sweep.
-func (s *Server) performInline(ctx context.Context, a answer, key, token string, leaseEnd time.Time, req *store.Request) answer {
+// and leaves the row to the sweep. The attempt's result is recorded by
+// writeBy, before its lease (leaseEnd) ends.
+func (s *Server) performInline(ctx context.Context, a answer, key, token string, leaseEnd, writeBy time.Time, req *store.Request) answer {
 	row, err := s.store.GetByKey(ctx, key)
 	if err != nil || row.ClaimToken != token {
 		a.reason = "inline attempt could not read its row; left to the sweep"
@@ -425,9 +465,13 @@ func (s *Server) performInline(ctx context.Context, a answer, key, token string,
 		return a
 	}
 	// The server's context, not the request's: a client that goes away
-	// must not leave the attempt half recorded (the budget still bounds it).
-	att, err := s.sweeper.PerformClaimed(s.ctx, token, leaseEnd, row, left)
+	// must not leave the attempt half recorded (the budget still bounds
+	// the attempt, and writeBy its completion).
+	att, err := s.sweeper.PerformClaimed(s.ctx, token, leaseEnd, row, left, writeBy)
 	switch {
+	case errors.Is(err, store.ErrCommitUnknown):
+		a.err = err
+		a.reason = "inline attempt's result may not be recorded (its commit got no answer); if not, the row is retried after its lease"
 	case err != nil:
 		a.err = err
 		a.reason = "inline attempt not recorded; the row is retried after its lease"

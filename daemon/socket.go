@@ -488,11 +488,11 @@ func (c *sockConn) drained() <-chan struct{} {
 }
 
 // shutdown stops counting the connection as live, lets its in-flight
-// envelopes commit and ack (each is bounded by the ack budget), then closes
+// envelopes commit and ack (each is bounded by Slack's deadline), then closes
 // it. Envelopes still arriving meanwhile are handled too.
 func (c *sockConn) shutdown() {
 	c.setLive(false)
-	t := time.NewTimer(c.si.s.cfg.Ack.Budget.Duration + time.Second)
+	t := time.NewTimer(slackDeadline) // every envelope is answered by answerBy
 	defer t.Stop()
 	select {
 	case <-c.drained():
@@ -649,8 +649,10 @@ func (si *socketIngress) handle(c *sockConn, f socketFrame, start time.Time) {
 		cancel()
 	}
 	acked, ackErr := false, error(nil)
-	if a.outcome != outcomeFailed {
-		// Not acked when the intent did not commit: Slack sends it again.
+	if a.outcome != outcomeFailed && a.outcome != outcomeUnknown {
+		// Not acked when the intent did not commit, or may not have:
+		// Slack sends it again, and the receipt dedups a re-send of an
+		// intent that was recorded after all.
 		var payload json.RawMessage
 		if (endpoint == "commands" || endpoint == "interactivity") && len(a.body) > 0 && json.Valid(a.body) {
 			payload = a.body
@@ -708,6 +710,8 @@ func (si *socketIngress) logEnvelope(c *sockConn, f socketFrame, a answer, acked
 	switch {
 	case a.outcome == outcomeFailed:
 		level, msg = slog.LevelError, "intent not recorded: envelope not acked, Slack will send it again"
+	case a.outcome == outcomeUnknown:
+		level, msg = slog.LevelError, "intent outcome unknown: envelope not acked, Slack will send it again (deduplicated if it was recorded)"
 	case ackErr != nil:
 		attrs = append(attrs, slog.String("ack_err", ackErr.Error()))
 		level, msg = slog.LevelWarn, "ack not sent (connection closing): Slack will send it again and the receipt dedups it"

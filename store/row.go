@@ -103,6 +103,11 @@ type Intent struct {
 	// transaction (a redelivery stores nothing new), for the rows whose
 	// RequestID names it.
 	Request *Request
+	// ResolveBy is how long RecordIntent may go on asking the database
+	// what became of a COMMIT whose answer did not arrive before ctx ended
+	// (Slack's own deadline, past the ack budget). Zero, or a time before
+	// ctx's deadline: the last part of ctx's time is kept for asking.
+	ResolveBy time.Time
 }
 
 // FailKind says how Fail reschedules a row.

@@ -50,6 +50,11 @@ type Store interface {
 	// first delivery. Rows with a ClaimToken are inserted already leased. It
 	// returns only after the commit (or its failure). If ctx ends before the
 	// intent reached a transaction, nothing is ever written.
+	//
+	// Its answer is exact: nil means committed; an error means nothing was
+	// written, except ErrCommitUnknown, which means the commit was asked
+	// for and whether it happened could not be learnt by in.ResolveBy
+	// (the intent may be recorded; a redelivery is deduplicated).
 	RecordIntent(ctx context.Context, in Intent) (first bool, err error)
 
 	// Claim leases up to limit due, free rows (and the rows token already
@@ -183,6 +188,19 @@ var (
 	// ErrUnavailable: the database cannot be reached or cannot write (server
 	// down, disk full, I/O error). Nothing of the failed call was committed.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrCommitUnknown: COMMIT was sent, its answer was lost or cut off
+	// (a reply lost on the network, a synchronous standby that does not
+	// confirm), and the database could not say in time whether the
+	// transaction committed. The call's writes may or may not be there.
+	// It never wraps ErrUnavailable, whose promise is "nothing written".
+	ErrCommitUnknown = errors.New("commit outcome unknown")
+)
+
+// Roles a process opens a store for (Options.Role). PostgreSQL picks its
+// sessions' server-side timeouts by role (see store/postgres).
+const (
+	RoleServe = "serve" // ackd serve: Slack ingress, sweep, pruner (the default)
+	RoleCLI   = "cli"   // a hand-run command: sweep --once, status, outbox, prune, migrate
 )
 
 // SchemaError refuses a database whose schema version a process opened
@@ -283,6 +301,9 @@ type Options struct {
 	// and a lease found stamped further ahead than now+lease (see Claim).
 	// Default slog.Default().
 	Logger *slog.Logger
+	// Role is RoleServe (default) or RoleCLI: what the process opens the
+	// database for (PostgreSQL's session timeouts differ by role).
+	Role string
 }
 
 // WithDefaults validates o and fills in the defaults.
@@ -321,6 +342,13 @@ func (o Options) WithDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	switch o.Role {
+	case "":
+		o.Role = RoleServe
+	case RoleServe, RoleCLI:
+	default:
+		return o, fmt.Errorf("role must be %s or %s, not %q", RoleServe, RoleCLI, o.Role)
 	}
 	if o.Schema == "" {
 		return o, errors.New("no schema given")
@@ -364,4 +392,24 @@ func (o Options) Next(kind FailKind, attempts int, now time.Time, retryAfter tim
 		out.NextAttemptAt = now.Add(o.Backoff(attempts + 1))
 	}
 	return out
+}
+
+// LockHolder is another session that holds locks on the outbox inside an
+// open transaction, as the database reports it.
+type LockHolder struct {
+	PID         int
+	Application string // application_name ("ackd" for ackd's own sessions)
+	Client      string // client address, or "local"
+	State       string // "idle in transaction", "active", …
+	XactAge     time.Duration
+	StateAge    time.Duration // how long it has been in State
+}
+
+// ClaimBlockers is implemented by engines whose claims pass over rows that
+// other transactions lock (PostgreSQL's FOR UPDATE SKIP LOCKED), to say
+// why a claim took nothing: waiting counts the rows due and free that
+// filter accepts (a claim would take them were they not locked), holders
+// the sessions holding outbox locks in an open transaction, oldest first.
+type ClaimBlockers interface {
+	ClaimBlockers(ctx context.Context, filter *ClaimFilter) (waiting int64, holders []LockHolder, err error)
 }

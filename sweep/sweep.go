@@ -20,6 +20,7 @@ package sweep
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -142,6 +143,10 @@ func New(st store.Store, reg Registry, cfg Config, log *slog.Logger, obs Observe
 	return s
 }
 
+// ClaimFilter is the filter this sweeper's claims use (the effects it can
+// perform).
+func (s *Sweeper) ClaimFilter() *store.ClaimFilter { return s.claim }
+
 // Config returns the effective configuration.
 func (s *Sweeper) Config() Config { return s.cfg }
 
@@ -151,7 +156,9 @@ func NewToken() string { return rand.Text() }
 // RunOnce claims one batch and performs it. Its error is for the database
 // failing; effect failures are recorded on their rows and counted in Result.
 // Cancelling ctx cancels in-flight effects; their rows are left to lease
-// expiry rather than marked failed.
+// expiry rather than marked failed. It ends in bounded time whatever the
+// database does: the claim has a deadline (claimTimeout), every effect its
+// timeout inside the lease, every result write writeTimeout.
 func (s *Sweeper) RunOnce(ctx context.Context) (Result, error) {
 	start := time.Now()
 	res, err := s.runOnce(ctx)
@@ -168,7 +175,12 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 	// the database stamps and compares leases (Round(0) drops the monotonic
 	// reading, which stops while a VM is suspended).
 	leaseEnd := s.store.Now().Round(0).Add(s.cfg.Lease)
-	rows, err := s.store.Claim(ctx, token, s.cfg.Batch, s.cfg.Lease, s.claim)
+	// The claim has a deadline of its own: a connection that went silent
+	// mid-claim must not stop this loop (its rows come back when the
+	// server ends the silent session, or by lease expiry).
+	cctx, cancel := context.WithTimeout(ctx, min(s.cfg.Lease/2, claimTimeout))
+	rows, err := s.store.Claim(cctx, token, s.cfg.Batch, s.cfg.Lease, s.claim)
+	cancel()
 	if err != nil {
 		return Result{}, err
 	}
@@ -189,7 +201,7 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 			if i >= len(rows) {
 				return
 			}
-			s.perform(ctx, token, leaseEnd, i, rows[i], c, 0, &outcomes[i], &errs[i], nil)
+			s.perform(ctx, token, leaseEnd, i, rows[i], c, 0, time.Time{}, &outcomes[i], &errs[i], nil)
 		}
 	}
 	var wg sync.WaitGroup
@@ -248,15 +260,19 @@ type Attempt struct {
 // first attempt of a synchronous answer, whose row RecordIntent wrote
 // already claimed (store.NewRow.ClaimToken). leaseEnd is that lease's end;
 // limit, if positive, shortens the effect's timeout (what is left of the
-// ack budget). A failure is recorded as any attempt's is, so the sweep
-// retries the row after its backoff. The error is a database error.
-func (s *Sweeper) PerformClaimed(ctx context.Context, token string, leaseEnd time.Time, row store.Row, limit time.Duration) (Attempt, error) {
+// ack budget). writeBy, if not zero, is when recording the result must be
+// over (Slack's deadline for the answer that waits on it); it must come
+// before leaseEnd, so that no other process may take the row while its
+// result is still being written. A failure is recorded as any attempt's
+// is, so the sweep retries the row after its backoff. The error is a
+// database error (store.ErrCommitUnknown: the result may be recorded).
+func (s *Sweeper) PerformClaimed(ctx context.Context, token string, leaseEnd time.Time, row store.Row, limit time.Duration, writeBy time.Time) (Attempt, error) {
 	var (
 		outcome string
 		err     error
 		out     Outcome
 	)
-	s.perform(ctx, token, leaseEnd, 0, row, nil, limit, &outcome, &err, &out)
+	s.perform(ctx, token, leaseEnd, 0, row, nil, limit, writeBy, &outcome, &err, &out)
 	a := Attempt{Outcome: outcome}
 	if outcome == OutcomeDone {
 		a.Reply, a.ReplyType = out.Reply, out.ReplyType
@@ -268,9 +284,9 @@ func (s *Sweeper) PerformClaimed(ctx context.Context, token string, leaseEnd tim
 // it fenced by token and fills in *outcome and *dbErr, or, with no c (one
 // row answered inline), recorded here with Complete and kept in *kept;
 // anything else is recorded here. limit, if positive, caps the effect's
-// timeout. *dbErr is a database error; the effect's own failure is
-// recorded on the row.
-func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time, i int, row store.Row, c *completer, limit time.Duration, outcome *string, dbErr *error, kept *Outcome) {
+// timeout; writeBy, if not zero, bounds recording the result. *dbErr is
+// a database error; the effect's own failure is recorded on the row.
+func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time, i int, row store.Row, c *completer, limit time.Duration, writeBy time.Time, outcome *string, dbErr *error, kept *Outcome) {
 	start := time.Now()
 	handed := false
 	defer func() {
@@ -329,7 +345,7 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 	if effErr == nil {
 		// Recorded even if shutdown began after the effect finished.
 		if c == nil {
-			*outcome, *dbErr = s.completeOne(ctx, token, row, out, start)
+			*outcome, *dbErr = s.completeOne(ctx, token, row, out, start, writeBy)
 			if kept != nil {
 				*kept = out
 			}
@@ -346,12 +362,21 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 		*outcome = OutcomeAbandoned
 		return
 	}
-	*outcome, *dbErr = s.fail(ctx, token, row, effErr, took)
+	*outcome, *dbErr = s.fail(ctx, token, row, effErr, took, writeBy)
+}
+
+// writeCtx bounds recording one result: by writeBy when set, else within
+// writeTimeout, also after shutdown began.
+func writeCtx(ctx context.Context, writeBy time.Time) (context.Context, context.CancelFunc) {
+	if !writeBy.IsZero() {
+		return context.WithDeadline(context.WithoutCancel(ctx), writeBy)
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 }
 
 // completeOne records one successful attempt, fenced by token.
-func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, out Outcome, start time.Time) (string, error) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, out Outcome, start, writeBy time.Time) (string, error) {
+	wctx, cancel := writeCtx(ctx, writeBy)
 	defer cancel()
 	var held bool
 	var err error
@@ -365,6 +390,10 @@ func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, 
 	}
 	took := time.Since(start)
 	switch {
+	case errors.Is(err, store.ErrCommitUnknown):
+		s.logRow(slog.LevelError, row, "effect performed; whether its completion was recorded is unknown: if it was not, the effect repeats after the lease",
+			"outcome", OutcomeError, "latency_ms", took.Milliseconds(), "err", err)
+		return "", err
 	case err != nil:
 		s.logRow(slog.LevelError, row, "effect performed but completion not recorded; it will repeat after the lease",
 			"outcome", OutcomeError, "latency_ms", took.Milliseconds(), "err", err)
@@ -380,8 +409,8 @@ func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, 
 }
 
 // fail records a failed attempt, fenced by token.
-func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr error, took time.Duration) (string, error) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr error, took time.Duration, writeBy time.Time) (string, error) {
+	wctx, cancel := writeCtx(ctx, writeBy)
 	defer cancel()
 	f := AsFailure(effErr)
 	kind, retryAfter := store.FailRetryable, f.RetryAfter
@@ -447,6 +476,9 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 		return OutcomeRetry, nil
 	}
 }
+
+// claimTimeout bounds one claim (at most half the lease).
+const claimTimeout = 30 * time.Second
 
 // livePerformer finds a live instance that can perform need (a capability
 // instances record). An empty need, or instances that cannot be read, find
@@ -547,6 +579,10 @@ func (c *completer) write(batch []completion) {
 		took := time.Since(x.start)
 		outcome := OutcomeDone
 		switch {
+		case errors.Is(err, store.ErrCommitUnknown):
+			outcome, c.errs[x.i] = OutcomeError, err
+			s.logRow(slog.LevelError, x.row, "effect performed; whether its completion was recorded is unknown: if it was not, the effect repeats after the lease",
+				"outcome", OutcomeError, "latency_ms", took.Milliseconds(), "err", err)
 		case err != nil:
 			outcome, c.errs[x.i] = OutcomeError, err
 			s.logRow(slog.LevelError, x.row, "effect performed but completion not recorded; it will repeat after the lease",

@@ -3,14 +3,21 @@
 // throwaway one): each test gets a fresh schema, selected by the URL it is
 // handed, and dropped at the end. Without the variable the test skips
 // locally and fails in CI (testreq).
+//
+// A test that must change server-wide settings (ALTER SYSTEM,
+// pg_reload_conf) never does so on that shared server: Private starts a
+// cluster of the test's own.
 package pgtest
 
 import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,3 +97,91 @@ func withConn(tb testing.TB, dsn string, fn func(context.Context, *pgx.Conn) err
 
 // Name describes a URL for messages.
 func Name(dsn string) string { return fmt.Sprintf("%q", dsn) }
+
+// Cluster is a private PostgreSQL server started for one test: its own
+// data directory and port, so the test may change server-wide settings
+// (ALTER SYSTEM, pg_reload_conf) that the shared server must never see.
+type Cluster struct {
+	// URL connects as the cluster's superuser (ackd, trust auth) to the
+	// database ackd_test.
+	URL  string
+	Data string // the data directory
+	Port int
+}
+
+// Private initdbs and starts a cluster of tb's own, with the binaries
+// beside ACKD_TEST_PG_CTL, owned by the OS user ACKD_TEST_PG_USER (initdb
+// refuses root); it is stopped and removed at cleanup. It skips (locally)
+// or fails (CI) without those variables.
+func Private(tb testing.TB) *Cluster {
+	tb.Helper()
+	pgCtl, osUser := os.Getenv("ACKD_TEST_PG_CTL"), os.Getenv("ACKD_TEST_PG_USER")
+	testreq.Need(tb, pgCtl != "", "set ACKD_TEST_PG_CTL (see .ci/with-postgres.sh) for a private PostgreSQL cluster")
+	bin := filepath.Dir(pgCtl)
+	dir, err := os.MkdirTemp("", "ackd-pgpriv-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	as := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(filepath.Join(bin, name), args...)
+		if osUser != "" && os.Geteuid() == 0 {
+			cmd = exec.Command("runuser", append([]string{"-u", osUser, "--", filepath.Join(bin, name)}, args...)...)
+		}
+		cmd.Dir = dir
+		return cmd
+	}
+	if osUser != "" && os.Geteuid() == 0 {
+		if out, err := exec.Command("chown", osUser+":", dir).CombinedOutput(); err != nil {
+			tb.Fatalf("chown %s: %v: %s", dir, err, out)
+		}
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := as("initdb", "-D", data, "-U", "ackd", "--auth=trust", "-E", "UTF8", "--no-instructions", "--no-sync").CombinedOutput(); err != nil {
+		tb.Fatalf("initdb: %v: %s", err, out)
+	}
+	port := freePort(tb)
+	conf := fmt.Sprintf("listen_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = '%s'\nmax_connections = 60\nshared_buffers = 16MB\n", port, dir)
+	f, err := os.OpenFile(filepath.Join(data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, err = f.WriteString(conf)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if out, err := as("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start").CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "log"))
+		tb.Fatalf("pg_ctl start: %v: %s\n%s", err, out, log)
+	}
+	tb.Cleanup(func() {
+		if out, err := as("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
+			tb.Errorf("pg_ctl stop: %v: %s", err, out)
+		}
+	})
+	c := &Cluster{Data: data, Port: port,
+		URL: fmt.Sprintf("postgres://ackd@127.0.0.1:%d/postgres?sslmode=disable", port)}
+	Exec(tb, c.URL, "CREATE DATABASE ackd_test")
+	c.URL = fmt.Sprintf("postgres://ackd@127.0.0.1:%d/ackd_test?sslmode=disable", port)
+	return c
+}
+
+// SQL runs one statement as the cluster's superuser, failing tb on error.
+func (c *Cluster) SQL(tb testing.TB, sql string, args ...any) {
+	tb.Helper()
+	Exec(tb, c.URL, sql, args...)
+}
+
+// freePort returns a loopback port nothing listens on now.
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}

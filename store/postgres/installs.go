@@ -25,6 +25,8 @@ func scanInstall(row pgx.Row) (store.Installation, error) {
 
 // PutInstallation inserts or replaces in (a reinstall gets a new version).
 func (s *Store) PutInstallation(ctx context.Context, in store.Installation) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if in.Key == "" || len(in.Secret) == 0 {
 		return errors.New("put installation: key and secret are required")
 	}
@@ -51,6 +53,8 @@ func (s *Store) PutInstallation(ctx context.Context, in store.Installation) erro
 
 // GetInstallation returns key's installation, or ErrNoInstallation.
 func (s *Store) GetInstallation(ctx context.Context, key string) (store.Installation, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return store.Installation{}, err
 	}
@@ -66,6 +70,8 @@ func (s *Store) GetInstallation(ctx context.Context, key string) (store.Installa
 
 // ListInstallations returns every installation by key.
 func (s *Store) ListInstallations(ctx context.Context) ([]store.Installation, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -90,6 +96,8 @@ func (s *Store) ListInstallations(ctx context.Context) ([]store.Installation, er
 
 // DeleteInstallation removes key's installation.
 func (s *Store) DeleteInstallation(ctx context.Context, key string) (bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return false, err
 	}
@@ -102,6 +110,8 @@ func (s *Store) DeleteInstallation(ctx context.Context, key string) (bool, error
 
 // UpdateInstallationSecret replaces key's secret if its version is version.
 func (s *Store) UpdateInstallationSecret(ctx context.Context, key string, version int64, secret []byte) (int64, bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return 0, false, err
 	}
@@ -121,6 +131,8 @@ func (s *Store) UpdateInstallationSecret(ctx context.Context, key string, versio
 
 // SetInstallationError records (or clears) why key's tokens are unusable.
 func (s *Store) SetInstallationError(ctx context.Context, key, msg string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -135,6 +147,8 @@ func (s *Store) SetInstallationError(ctx context.Context, key, msg string) error
 
 // ParkInstallRows parks key's pending rows with reason.
 func (s *Store) ParkInstallRows(ctx context.Context, key, reason string) (int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return 0, err
 	}
@@ -152,6 +166,8 @@ func (s *Store) ParkInstallRows(ctx context.Context, key, reason string) (int64,
 
 // WaitingRows counts pending rows waiting for an installation.
 func (s *Store) WaitingRows(ctx context.Context) (int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return 0, err
 	}
@@ -165,6 +181,8 @@ func (s *Store) WaitingRows(ctx context.Context) (int64, error) {
 
 // UseOAuthState records state's use and reports whether it was the first.
 func (s *Store) UseOAuthState(ctx context.Context, state string, ttl time.Duration) (bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var first bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		off := s.offset.Load()
@@ -186,6 +204,8 @@ func (s *Store) UseOAuthState(ctx context.Context, state string, ttl time.Durati
 // AcquireLease takes (or renews) the lease name for holder until now+ttl,
 // on the database's clock.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return false, err
 	}
@@ -202,6 +222,8 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 
 // ReleaseLease ends holder's lease name.
 func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return err
 	}

@@ -17,6 +17,8 @@ const instanceRetention = 24 * time.Hour
 // Heartbeat inserts or refreshes in's row (heartbeat_at on the database's
 // clock) and deletes rows whose heartbeat is older than a day.
 func (s *Store) Heartbeat(ctx context.Context, in store.Instance) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		off := s.offset.Load()
 		if _, err := tx.Exec(ctx, `WITH `+clockCTE+`
@@ -40,6 +42,8 @@ func (s *Store) Heartbeat(ctx context.Context, in store.Instance) error {
 // Instances returns the instances whose heartbeat is at most fresh old on
 // the database's clock, oldest start first.
 func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]store.Instance, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	// A read-only store may have opened a schema from before the effects
 	// column (Options.MinSchema): it reads NULL in its place.
 	effects := "effects"
@@ -81,6 +85,8 @@ func (s *Store) Instances(ctx context.Context, fresh time.Duration) ([]store.Ins
 
 // Retire deletes instance id's row.
 func (s *Store) Retire(ctx context.Context, id string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return err
 	}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ackd/ackd/store"
 )
@@ -40,18 +43,22 @@ const (
 // The receipt is INSERT … ON CONFLICT (event_id) DO NOTHING, and its row
 // count is the verdict: of N concurrent deliveries on any number of
 // replicas, the one whose insert the unique index accepted is first (the
-// others wait for its transaction and then insert nothing). The statements
-// go to the server as one pipelined batch with a single Sync, which
-// PostgreSQL runs as one implicit transaction: one round trip, all or
-// nothing, and the answer to the Sync arrives after the commit.
+// others wait for its transaction and then insert nothing).
+//
+// Two round trips: BEGIN, the transaction's id and its statements go as one
+// pipelined batch; COMMIT goes alone once they all succeeded. The id is
+// therefore known before COMMIT is sent, and a COMMIT whose answer does not
+// come (the ack budget ran out while the server was committing, a reply
+// lost on the network) is resolved with pg_xact_status until in.ResolveBy
+// (commit.go): committed is success, aborted is failure, and an outcome
+// still open is store.ErrCommitUnknown. Within the transaction the
+// statements' statement_timeout and lock_timeout are what is left of ctx's
+// time, so the server never works on an intent its caller gave up on;
+// COMMIT has none (see below).
 //
 // Each intent is its own transaction: concurrent commits on the server
 // share WAL flushes (PostgreSQL's group commit), so batching intents in
 // ackd would save little and couple unrelated acks' failures.
-//
-// If ctx ends before the answer arrived, the error wraps
-// store.ErrUnavailable (the server did not answer in time); the intent may
-// or may not have committed, and Slack's retry is then deduplicated.
 func (s *Store) RecordIntent(ctx context.Context, in store.Intent) (first bool, err error) {
 	if in.EventID == "" {
 		return false, errors.New("record intent: empty event id")
@@ -62,8 +69,35 @@ func (s *Store) RecordIntent(ctx context.Context, in store.Intent) (first bool, 
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("record intent %s: %w", in.EventID, err)
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	commitCtx, by := ctx, in.ResolveBy
+	if dl, _ := ctx.Deadline(); !by.After(dl) {
+		var ccancel context.CancelFunc
+		commitCtx, ccancel, by = commitWindow(ctx)
+		defer ccancel()
+	}
+	conn, err := s.pool.Acquire(commitCtx)
+	if err != nil {
+		return false, fmt.Errorf("record intent %s: %w", in.EventID, s.classify(ctx, err))
+	}
+	// A connection left inside a transaction (an error, an unknown
+	// outcome) is closed by the pool on release, never reused.
+	defer conn.Release()
+
+	left := "0"
+	if dl, ok := commitCtx.Deadline(); ok {
+		left = strconv.FormatInt(max(time.Until(dl).Milliseconds(), 1), 10)
+	}
 	off := s.offset.Load()
+	var xid string
 	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SELECT pg_current_xact_id()::text, set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true)`, left).
+		QueryRow(func(r pgx.Row) error {
+			var a, b string
+			return r.Scan(&xid, &a, &b)
+		})
 	b.Queue(insertReceipt, off, in.EventID, in.EventType).Exec(func(tag pgconn.CommandTag) error {
 		first = tag.RowsAffected() == 1
 		return nil
@@ -76,10 +110,36 @@ func (s *Store) RecordIntent(ctx context.Context, in store.Intent) (first bool, 
 		b.Queue(insertRequest, off, in.EventID, r.ContentType, body)
 	}
 	queueRows(b, off, in.Rows)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	// COMMIT runs without the statements' server-side timeout: how long it
+	// waits (for a synchronous standby's confirmation) is bounded on this
+	// side only (commitCtx), and what became of it is then asked with
+	// pg_xact_status. (When pgx gives up it sends a cancel request, which
+	// ends a standby wait with the transaction committed locally.)
+	b.Queue(`SELECT set_config('statement_timeout', '0', true)`)
+	if err := conn.SendBatch(commitCtx, b).Close(); err != nil {
+		// COMMIT was never sent: the transaction cannot commit.
+		rollback(conn)
 		return false, fmt.Errorf("record intent %s: %w", in.EventID, s.classify(ctx, err))
 	}
+	_, err = conn.Exec(commitCtx, `COMMIT`)
+	if err == nil {
+		return first, nil
+	}
+	if err = s.settle(ctx, err, xid, by); err != nil {
+		return false, fmt.Errorf("record intent %s: commit: %w", in.EventID, s.classify(ctx, err))
+	}
 	return first, nil
+}
+
+// rollback ends conn's open transaction, if the connection is still there,
+// so that the pool can reuse it (the pool closes one left in a transaction).
+func rollback(conn *pgxpool.Conn) {
+	if conn.Conn().IsClosed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = conn.Exec(ctx, `ROLLBACK`)
 }
 
 // queueRows queues the inserts of outbox rows, idempotent by key; a row

@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ackd/ackd/store"
 )
 
 // SchemaVersion is the highest applied migration.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var v int
 	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ackd_migrations`).Scan(&v)
 	if err != nil {
@@ -59,6 +63,12 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	defer conn.Release()
+	// Waiting for another replica's migration may take longer than a
+	// statement may; this session's own default comes back at the end.
+	if _, err := conn.Exec(ctx, `SET statement_timeout = 0`); err != nil {
+		return fmt.Errorf("migration session: %w", err)
+	}
+	defer conn.Exec(context.Background(), `RESET statement_timeout`)
 	const key = `hashtextextended('ackd migrate ' || current_schema(), 0)`
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+key+`)`); err != nil {
 		return fmt.Errorf("migration lock: %w", err)
@@ -84,13 +94,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("database schema version %d is newer than this ackd (%d)", cur, latest)
 	}
 	for _, m := range ms[cur:] {
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO ackd_migrations (version) VALUES ($1)`, m.Version)
-			return err
-		})
+		err := s.migrateOne(ctx, conn, m)
 		if err != nil {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) {
@@ -100,6 +104,43 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// migrateLockTries bounds how often a migration is tried again after it
+// gave up waiting for a table lock.
+const migrateLockTries = 60
+
+// migrateOne applies one migration in its own transaction. Its statements
+// wait for table locks at most migrateLockTimeout: an ALTER TABLE queued
+// behind a transaction that holds outbox rows would otherwise make every
+// outbox statement after it queue too (ingress included). It gives up,
+// lets them pass, and tries again a second later, up to migrateLockTries
+// times, logging what it waits for.
+func (s *Store) migrateOne(ctx context.Context, conn *pgxpool.Conn, m store.Migration) error {
+	for try := 1; ; try++ {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
+				strconv.FormatInt(migrateLockTimeout.Milliseconds(), 10)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO ackd_migrations (version) VALUES ($1)`, m.Version)
+			return err
+		})
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "55P03" || try == migrateLockTries {
+			return err
+		}
+		s.opts.Logger.Warn("migration waits for a table lock another transaction holds; trying again",
+			"version", m.Version, "try", try, "lock_timeout", migrateLockTimeout.String(), "err", pe.Message)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // PendingMigrations reports what migrate would apply to the database at

@@ -123,6 +123,8 @@ const claimSQL = `WITH ` + clockCTE + `,
 // stored request get Row.Request, read in the claim's transaction
 // (attachRequests).
 func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *store.ClaimFilter) ([]store.Row, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if token == "" {
 		return nil, errors.New("claim: empty token")
 	}
@@ -202,29 +204,37 @@ func attachRequests(ctx context.Context, tx pgx.Tx, rows []store.Row) error {
 // successful attempt (attempts+1), storing result and enqueueing followUps
 // in the same transaction; last_error is kept. held is false when the
 // lease was lost (another token claimed the row, or it is no longer
-// pending): then nothing is written and no follow-up is enqueued.
+// pending): then nothing is written and no follow-up is enqueued. A COMMIT
+// without an answer is resolved (commit.go): an error wrapping
+// store.ErrCommitUnknown means the row may or may not be done.
 func (s *Store) Complete(ctx context.Context, id int64, token, result string, followUps []store.NewRow) (held bool, err error) {
 	var res *string
 	if result != "" {
 		res = &result
 	}
 	off := s.offset.Load()
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `WITH `+clockCTE+`
+	err = s.inTxResolving(ctx, func(tx pgx.Tx) (string, error) {
+		held = false
+		var xid string
+		err := tx.QueryRow(ctx, `WITH `+clockCTE+`
 			UPDATE outbox
 			   SET status = 'done', attempts = attempts + 1, completed_at = clock.now, result = $2,
 			       claim_expires_at = NULL
 			  FROM clock
-			 WHERE id = $3 AND claim_token = $4 AND status = 'pending'`, off, res, id, token)
-		if err != nil {
-			return err
+			 WHERE id = $3 AND claim_token = $4 AND status = 'pending'
+			RETURNING pg_current_xact_id()::text`, off, res, id, token).Scan(&xid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", nil // lease lost: nothing written
 		}
-		if held = tag.RowsAffected() == 1; !held || len(followUps) == 0 {
-			return nil
+		if err != nil {
+			return "", err
+		}
+		if held = true; len(followUps) == 0 {
+			return xid, nil
 		}
 		b := &pgx.Batch{}
 		queueRows(b, off, followUps)
-		return tx.SendBatch(ctx, b).Close()
+		return xid, tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return false, fmt.Errorf("complete outbox row %d: %w", id, err)
@@ -254,8 +264,9 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []store.Co
 	}
 	off := s.offset.Load()
 	held = make([]bool, len(done))
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTxResolving(ctx, func(tx pgx.Tx) (string, error) {
 		clear(held)
+		var xid string
 		rows, err := tx.Query(ctx, `WITH `+clockCTE+`,
 			c AS (SELECT * FROM unnest($2::bigint[], $3::text[], $5::text[]) AS c(id, result, note))
 			UPDATE outbox AS o
@@ -263,22 +274,22 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []store.Co
 			       claim_expires_at = NULL, note = c.note
 			  FROM clock, c
 			 WHERE o.id = c.id AND o.claim_token = $4 AND o.status = 'pending'
-			RETURNING o.id`, off, ids, results, token, notes)
+			RETURNING o.id, pg_current_xact_id()::text`, off, ids, results, token, notes)
 		if err != nil {
-			return err
+			return "", err
 		}
 		got := make(map[int64]bool, len(done))
 		for rows.Next() {
 			var id int64
-			if err := rows.Scan(&id); err != nil {
+			if err := rows.Scan(&id, &xid); err != nil {
 				rows.Close()
-				return err
+				return "", err
 			}
 			got[id] = true
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return err
+			return "", err
 		}
 		b := &pgx.Batch{}
 		for i, c := range done {
@@ -287,9 +298,9 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []store.Co
 			}
 		}
 		if b.Len() == 0 {
-			return nil
+			return xid, nil
 		}
-		return tx.SendBatch(ctx, b).Close()
+		return xid, tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete %d outbox rows: %w", len(done), err)
@@ -302,7 +313,7 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []store.Co
 // parks it (store.Options.Next decides, on the database's clock).
 func (s *Store) Fail(ctx context.Context, id int64, token string, kind store.FailKind, msg string, retryAfter time.Duration) (store.FailResult, error) {
 	var out store.FailResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTxResolving(ctx, func(tx pgx.Tx) (string, error) {
 		out = store.FailResult{}
 		var attempts int
 		var nowMS int64
@@ -311,20 +322,22 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind store.Fai
 			 WHERE id = $2 AND claim_token = $3 AND status = 'pending'
 			   FOR UPDATE OF outbox`, s.offset.Load(), id, token).Scan(&attempts, &nowMS)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // lease lost
+			return "", nil // lease lost
 		}
 		if err != nil {
-			return err
+			return "", err
 		}
 		out = s.opts.Next(kind, attempts, time.UnixMilli(nowMS), retryAfter)
 		// The row is locked since the read above; the fence is repeated anyway.
-		_, err = tx.Exec(ctx, `UPDATE outbox
+		var xid string
+		err = tx.QueryRow(ctx, `UPDATE outbox
 			    SET status = $1, attempts = $2, next_attempt_at = $3, last_error = $4,
 			        claim_token = NULL, claim_expires_at = NULL,
 			        outcome_unknown = outcome_unknown OR $7
-			  WHERE id = $5 AND claim_token = $6`,
-			out.Status, out.Attempts, out.NextAttemptAt.UnixMilli(), msg, id, token, kind == store.FailUnknown)
-		return err
+			  WHERE id = $5 AND claim_token = $6
+			RETURNING pg_current_xact_id()::text`,
+			out.Status, out.Attempts, out.NextAttemptAt.UnixMilli(), msg, id, token, kind == store.FailUnknown).Scan(&xid)
+		return xid, err
 	})
 	if err != nil {
 		return store.FailResult{}, fmt.Errorf("fail outbox row %d: %w", id, err)
@@ -334,6 +347,8 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind store.Fai
 
 // Get returns one row by id, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (store.Row, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+s.readColumns+` FROM outbox WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Row{}, fmt.Errorf("outbox row %d: %w", id, store.ErrNotFound)
@@ -346,6 +361,8 @@ func (s *Store) Get(ctx context.Context, id int64) (store.Row, error) {
 
 // GetByKey returns one row by idempotency key, or store.ErrNotFound.
 func (s *Store) GetByKey(ctx context.Context, key string) (store.Row, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+s.readColumns+` FROM outbox WHERE idempotency_key = $1`, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Row{}, fmt.Errorf("outbox row %q: %w", key, store.ErrNotFound)
@@ -376,6 +393,8 @@ func (s *Store) withRequest(ctx context.Context, r store.Row) (store.Row, error)
 
 // List returns up to limit rows, newest first, optionally of one status.
 func (s *Store) List(ctx context.Context, status string, limit int) ([]store.Row, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if limit <= 0 {
 		limit = 50
 	}
@@ -471,6 +490,8 @@ func (s *Store) discard(ctx context.Context, where string, args ...any) (int64, 
 // update runs "UPDATE outbox {set} FROM clock WHERE {where}" (the clock's
 // offset is $1) and returns the rows changed.
 func (s *Store) update(ctx context.Context, set, where string, args ...any) (int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return 0, err
 	}

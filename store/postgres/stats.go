@@ -71,7 +71,10 @@ func (s *Store) deleteBatches(ctx context.Context, batch int, q string, age time
 	}
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, q, s.offset.Load(), age.Milliseconds(), batch)
+		// Each batch is bounded (a long prune is many statements).
+		bctx, cancel := s.bound(ctx)
+		tag, err := s.pool.Exec(bctx, q, s.offset.Load(), age.Milliseconds(), batch)
+		cancel()
 		if err != nil {
 			return total, s.classify(ctx, err)
 		}
@@ -85,6 +88,8 @@ func (s *Store) deleteBatches(ctx context.Context, batch int, q string, age time
 // Queue counts outbox rows by status and measures the oldest pending row
 // on the database's clock.
 func (s *Store) Queue(ctx context.Context) (store.Queue, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var q store.Queue
 	var oldestMS *int64
 	err := s.pool.QueryRow(ctx, `WITH `+clockCTE+`
@@ -105,6 +110,8 @@ func (s *Store) Queue(ctx context.Context) (store.Queue, error) {
 
 // Stats returns the queue plus receipt and lease counts.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	q, err := s.Queue(ctx)
 	if err != nil {
 		return store.Stats{}, err
@@ -125,6 +132,8 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 
 // HasReceipt reports whether a receipt exists for eventID.
 func (s *Store) HasReceipt(ctx context.Context, eventID string) (bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var ok bool
 	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM slack_event_receipts WHERE event_id = $1)`, eventID).Scan(&ok)
 	if err != nil {
@@ -137,6 +146,8 @@ func (s *Store) HasReceipt(ctx context.Context, eventID string) (bool, error) {
 // the server is down or unreachable within ctx, or refuses writes (a
 // standby after a failover that went the wrong way).
 func (s *Store) CheckWrite(ctx context.Context) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -152,6 +163,8 @@ func (s *Store) CheckWrite(ctx context.Context) error {
 // CheckEvents verifies, after a load test, that every acked event id has a
 // receipt and an outbox row keyed "{id}:…".
 func (s *Store) CheckEvents(ctx context.Context, ids []string) (store.EventCheck, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var out store.EventCheck
 	const chunk = 5000
 	for len(ids) > 0 {

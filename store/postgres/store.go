@@ -3,9 +3,10 @@
 // the contract's rules (package store); what differs from SQLite is how:
 //
 //   - Dedup: INSERT … ON CONFLICT (event_id) DO NOTHING and that statement's
-//     row count, sent with the outbox inserts as one pipelined batch, which
-//     PostgreSQL runs as one implicit transaction; RecordIntent returns after
-//     the server answered the batch's Sync, i.e. after the commit.
+//     row count, sent with BEGIN, the transaction's id and the outbox
+//     inserts as one pipelined batch, then COMMIT alone; RecordIntent
+//     returns after the commit's answer (or, when none came, after
+//     pg_xact_status gave one).
 //   - Claims: one UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED)
 //     statement; competing replicas skip each other's rows instead of
 //     waiting on them.
@@ -16,8 +17,12 @@
 //     flush is shared by concurrent commits (its own group commit); an ack
 //     is as durable as the server's synchronous_commit makes a commit.
 //   - A server that is down or unreachable: every call returns within its
-//     context's deadline with store.ErrUnavailable; the pool reconnects by
-//     itself when the server is back.
+//     context's deadline (or, when it has none, statement_timeout and a
+//     margin) with store.ErrUnavailable; the pool reconnects by itself
+//     when the server is back.
+//   - A COMMIT whose answer does not come is resolved with pg_xact_status,
+//     never guessed (commit.go); every session bounds what it may hold on
+//     the server (session.go).
 package postgres
 
 import (
@@ -48,6 +53,9 @@ type Store struct {
 	loc  string // the URL without its password
 	opts store.Options
 	pool *pgxpool.Pool
+	// callTimeout is the deadline of a call whose context has none
+	// (statement_timeout plus callMargin; see bound).
+	callTimeout time.Duration
 
 	offset atomic.Int64 // ms added to the database clock (tests; see SetClockOffset)
 	// futureChecked is when (this process's clock, ms) Claim last looked
@@ -117,11 +125,15 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 		// The server itself refuses every write of this process's sessions.
 		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	}
+	var callTimeout time.Duration
+	if statement := configureSessions(cfg, opts.Role); statement > 0 {
+		callTimeout = statement + callMargin
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, reason(err)
 	}
-	s := &Store{loc: loc, opts: opts, pool: pool}
+	s := &Store{loc: loc, opts: opts, pool: pool, callTimeout: callTimeout}
 	if opts.MustExist {
 		var ok bool
 		if err := pool.QueryRow(ctx, `SELECT to_regclass('ackd_migrations') IS NOT NULL`).Scan(&ok); err != nil {
@@ -199,6 +211,8 @@ func (s *Store) SetClockOffset(d time.Duration) {
 
 // DBNow is the database clock (plus the offset), for tests and checks.
 func (s *Store) DBNow(ctx context.Context) (time.Time, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var ms int64
 	err := s.pool.QueryRow(ctx, `SELECT ackd_now_ms() + $1::bigint`, s.offset.Load()).Scan(&ms)
 	if err != nil {
@@ -230,10 +244,21 @@ func (s *Store) check() error {
 }
 
 // inTx runs fn in one transaction, rolling back on error and on panic.
-func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) (err error) {
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return s.inTxResolving(ctx, func(tx pgx.Tx) (string, error) { return "", fn(tx) })
+}
+
+// inTxResolving is inTx for a transaction whose outcome a caller acts on:
+// fn returns the transaction's id (pg_current_xact_id()::text, read by one
+// of its statements; "" if it wrote nothing), and a COMMIT whose answer
+// does not come is resolved with it (settle) in the last part of ctx's
+// time (commitWindow).
+func (s *Store) inTxResolving(ctx context.Context, fn func(tx pgx.Tx) (xid string, err error)) (err error) {
 	if err := s.check(); err != nil {
 		return err
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return s.classify(ctx, fmt.Errorf("begin: %w", err))
@@ -247,10 +272,18 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) (err error) 
 			_ = tx.Rollback(context.Background())
 		}
 	}()
-	if err = fn(tx); err != nil {
+	xid, err := fn(tx)
+	if err != nil {
 		return s.classify(ctx, err)
 	}
-	if err = tx.Commit(ctx); err != nil {
+	if xid == "" {
+		err = tx.Commit(ctx)
+	} else {
+		cctx, ccancel, by := commitWindow(ctx)
+		err = s.settle(ctx, tx.Commit(cctx), xid, by)
+		ccancel()
+	}
+	if err != nil {
 		return s.classify(ctx, fmt.Errorf("commit: %w", err))
 	}
 	return nil
@@ -262,7 +295,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) (err error) 
 // unavailable: the server did not answer in time.
 func (s *Store) classify(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrBusy) ||
-		errors.Is(err, store.ErrReadOnly) || errors.Is(err, store.ErrClosed) {
+		errors.Is(err, store.ErrReadOnly) || errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrCommitUnknown) {
 		return err
 	}
 	var pe *pgconn.PgError
