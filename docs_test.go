@@ -31,7 +31,7 @@ func shellBlocks(tb testing.TB, path string) (blocks [][]string) {
 
 // ackdInvocation matches a command line's ackd binary and captures its
 // arguments up to a comment, a pipe or the next command.
-var ackdInvocation = regexp.MustCompile(`(?:^|[\s'"])(?:\./|/usr/local/bin/|/tmp/)?ackd(?:-bench)?\s+([^#|;&]*)`)
+var ackdInvocation = regexp.MustCompile(`(?:^|[\s'"])(?:\./|/usr/local/bin/|/usr/bin/|/tmp/)?ackd(?:-bench)?\s+([^#|;&]*)`)
 
 // Issue 16.4, 16.9, 16.11: the README and examples/README.md build the
 // binary before using it, every ackd command line they show parses (the

@@ -21,7 +21,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/ackd/ackd/catchup"
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/internal/buildinfo"
 	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/slacksim"
 	"github.com/ackd/ackd/store"
@@ -43,9 +43,6 @@ import (
 
 //go:embed schema.sql
 var schema string
-
-// version is set at build time with -ldflags "-X main.version=…".
-var version = ""
 
 func main() {
 	if err := newRoot(os.Stdout, os.Stderr).Execute(); err != nil {
@@ -646,11 +643,18 @@ func skipsOf(skip map[string]string, res sweep.Result) map[string]string {
 }
 
 func migrateCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var dryRun bool
+	c := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade the database schema (serve also does this at start)",
-		Args:  cobra.NoArgs,
+		Long: "Create or upgrade the database schema (serve also does this at start).\n\n" +
+			"--dry-run prints the database's schema version and each migration this ackd would\n" +
+			"apply, and writes nothing (a missing SQLite file is not created).",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dryRun {
+				return g.migrateDryRun(cmd.Context())
+			}
 			return g.withStore(cmd.Context(), true, func(st store.Store, cfg daemon.Config) error {
 				v, err := st.SchemaVersion(cmd.Context())
 				if err != nil {
@@ -661,6 +665,34 @@ func migrateCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the migrations that would run; write nothing")
+	return c
+}
+
+func (g *globals) migrateDryRun(ctx context.Context) error {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return err
+	}
+	p, err := daemon.PendingMigrations(ctx, cfg.DB, schema)
+	if err != nil {
+		return err
+	}
+	loc := daemon.RedactDB(cfg.DB)
+	switch {
+	case !p.Exists:
+		fmt.Fprintf(g.stdout, "%s: no database yet; migrate would create it\n", loc)
+	case len(p.Apply) == 0:
+		fmt.Fprintf(g.stdout, "%s: schema version %d, up to date: nothing to apply\n", loc, p.Current)
+		return nil
+	default:
+		fmt.Fprintf(g.stdout, "%s: schema version %d\n", loc, p.Current)
+	}
+	for _, m := range p.Apply {
+		fmt.Fprintf(g.stdout, "would apply migration %d: %s\n", m.Version, m.Summary())
+	}
+	fmt.Fprintf(g.stdout, "dry run: nothing written (migrate would bring it to schema version %d)\n", p.Apply[len(p.Apply)-1].Version)
+	return nil
 }
 
 func statusCmd(g *globals) *cobra.Command {
@@ -1169,60 +1201,31 @@ func outcomeText(outcome, reason string) string {
 	}
 }
 
-// versionJSON prints the version as JSON for `ackd version --json`: the
-// version (main.version, or the module's), the VCS revision and whether
-// the tree was modified, and the Go toolchain, from the binary's build info.
+// versionJSON prints the version as JSON for `ackd version --json`: what
+// `ackd version` prints (internal/buildinfo), the revision and whether the
+// tree had changes apart, and the platform.
 func versionJSON(w io.Writer) error {
-	out := map[string]any{"version": version, "revision": "", "modified": false, "go": runtime.Version(),
-		"os": runtime.GOOS, "arch": runtime.GOARCH}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if version == "" {
-			out["version"] = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				out["revision"] = s.Value
-			case "vcs.modified":
-				out["modified"] = s.Value == "true"
-			}
-		}
+	bi := buildinfo.Read()
+	rev, modified := strings.CutSuffix(bi.Commit, "-dirty")
+	if rev == "unknown" {
+		rev = ""
 	}
-	if out["version"] == "" {
-		out["version"] = "(devel)"
-	}
-	return json.NewEncoder(w).Encode(out)
+	return json.NewEncoder(w).Encode(map[string]any{"version": bi.Version, "revision": rev, "modified": modified,
+		"go": bi.GoVersion, "os": runtime.GOOS, "arch": runtime.GOARCH})
 }
 
 func versionCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version (also: ackd --version)",
+		Short: "Print the version, the commit it was built from and the Go version (also: ackd --version)",
 		Args:  cobra.NoArgs,
 		Run: func(*cobra.Command, []string) {
 			if asJSON {
 				_ = versionJSON(g.stdout)
 				return
 			}
-			v, rev := version, ""
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				if v == "" {
-					v = bi.Main.Version
-				}
-				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" {
-						rev = s.Value
-					}
-				}
-			}
-			if v == "" {
-				v = "(devel)"
-			}
-			if rev != "" {
-				v += " " + rev
-			}
-			fmt.Fprintln(g.stdout, "ackd", v)
+			fmt.Fprintln(g.stdout, buildinfo.Read())
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON: version, revision, modified, go, os, arch")

@@ -89,7 +89,7 @@ func TestLitestreamUnitFitsAckdUnit(t *testing.T) {
 		}
 		return strings.Replace(unit, "\nExecStart="+bin+" ", "\nExecStart="+with+" ", 1)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "ackd.service"), []byte(replace(a, "/usr/local/bin/ackd", procBin)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "ackd.service"), []byte(replace(a, "/usr/bin/ackd", procBin)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "litestream.service"), []byte(replace(l, "/usr/bin/litestream", stub)), 0o644); err != nil {

@@ -8,7 +8,7 @@
 #      binary accepts the `ackd backup --force FILE` the service runs.
 #
 # verify insists that ExecStart's binary exists and is executable, and a CI
-# machine has no /usr/local/bin/ackd. So the script builds ackd into a temporary
+# machine has no /usr/bin/ackd. So the script builds ackd into a temporary
 # directory, checks that the unit's command line is one the binary accepts, and
 # verifies a temporary copy of the unit whose only change is the ExecStart path.
 # (`verify --root=DIR` is no way out: the default dependencies such as
@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 unit=systemd/ackd.service
-installed_bin=/usr/local/bin/ackd
+installed_bin=/usr/bin/ackd
 max_exposure_tenths=20
 
 fail() {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -44,6 +45,9 @@ type Config struct {
 	// CommitDelay: how long a group commit of fewer than 8 acks waits for
 	// more (SQLite; 0, the default: none; at most 10ms).
 	CommitDelay Duration `toml:"commit_delay"`
+	// TrustedProxies are the peers (CIDR prefixes or addresses) whose
+	// X-Forwarded-For names the client in the log; default loopback.
+	TrustedProxies []string `toml:"trusted_proxies"`
 
 	Ack       AckConfig       `toml:"ack"`
 	Sweep     SweepConfig     `toml:"sweep"`
@@ -66,7 +70,8 @@ type Config struct {
 	// file was given, or the file has no [[route]].
 	Builtin bool `toml:"-"`
 
-	routeLines []int // line of each [[route]] header, for error messages
+	routeLines []int          // line of each [[route]] header, for error messages
+	proxies    []netip.Prefix // TrustedProxies, parsed by Validate
 
 	// Warnings are what Validate found suspicious but not wrong (an event
 	// type ackd does not know); serve logs them, config check prints them.
@@ -237,10 +242,11 @@ const DefaultRouteName = "log-every-event"
 // event_callback on 127.0.0.1:3000 with ./ackd.db.
 func Default() Config {
 	return Config{
-		Listen:      "127.0.0.1:3000",
-		DB:          "./ackd.db",
-		Synchronous: "FULL",
-		Ack:         AckConfig{Budget: Duration{2 * time.Second}},
+		Listen:         "127.0.0.1:3000",
+		DB:             "./ackd.db",
+		Synchronous:    "FULL",
+		TrustedProxies: slices.Clone(DefaultTrustedProxies),
+		Ack:            AckConfig{Budget: Duration{2 * time.Second}},
 		Sweep: SweepConfig{
 			Interval: Duration{5 * time.Second}, Batch: 100, Workers: 4,
 			Lease: Duration{10 * time.Minute}, MaxAttempts: 8, Immediate: true,
@@ -359,6 +365,11 @@ func (c *Config) Validate() error {
 	}
 	if c.DB == "" {
 		bad("db: empty")
+	}
+	if p, err := parseTrustedProxies(c.TrustedProxies); err != nil {
+		bad("trusted_proxies: %v", err)
+	} else {
+		c.proxies = p
 	}
 	switch strings.ToUpper(c.Synchronous) {
 	case "FULL", "NORMAL":

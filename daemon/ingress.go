@@ -213,6 +213,7 @@ func (s *Server) logAnswer(endpoint string, r *http.Request, a answer, took time
 	attrs := []slog.Attr{
 		slog.String("endpoint", endpoint), slog.Int("status", a.status), slog.String("outcome", a.outcome),
 		slog.Float64("latency_ms", float64(took.Microseconds())/1000),
+		slog.String("client", clientAddr(s.cfg.proxies, r)),
 	}
 	if a.unauth {
 		// Nothing of the request but validated or clipped values.

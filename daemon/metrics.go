@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/ackd/ackd/catchup"
+	"github.com/ackd/ackd/internal/buildinfo"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
 )
@@ -109,8 +110,14 @@ func newMetrics(st store.Store, every time.Duration) *metrics {
 		}
 	}
 	m.reg.MustRegister(m.recovered, m.rateWaits, m.rateWaitSec, &markCollector{st: st})
+	bi := buildinfo.Read()
 	m.reg.MustRegister(m.ackLatency, m.requests, m.attempts, m.effectLatency, m.fenced, m.parked,
 		m.sweepDuration, m.sweepErrors, m.confirmations,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "ackd_build_info",
+			Help:        "Always 1; the labels say which ackd is running (ackd version prints the same).",
+			ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit, "goversion": bi.GoVersion},
+		}, func() float64 { return 1 }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ackd_sqlite_busy_errors_total",
 			Help: "SQLite SQLITE_BUSY/SQLITE_LOCKED errors (another connection or process held the write lock too long).",

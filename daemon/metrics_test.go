@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/internal/buildinfo"
 	"github.com/ackd/ackd/internal/fakeslack"
 )
 
@@ -186,6 +188,18 @@ func TestMetrics(t *testing.T) {
 		}
 		if v := m.value("ackd_database_up"); v != 1 {
 			t.Errorf("ackd_database_up = %v, want 1", v)
+		}
+	})
+
+	t.Run("ackd_build_info is 1 with the version, commit and Go version ackd version prints", func(t *testing.T) {
+		t.Parallel()
+		srv := startServer(t, configFor(t, ""), daemon.Options{})
+		m := srv.scrape()
+		metricsNeedFamily(t, m, "ackd_build_info", dto.MetricType_GAUGE)
+		bi := buildinfo.Read()
+		if v := m.value("ackd_build_info", "version", bi.Version, "commit", bi.Commit, "goversion", runtime.Version()); v != 1 {
+			t.Errorf("ackd_build_info{version=%q,commit=%q,goversion=%q} = %v, want 1; exported: %v",
+				bi.Version, bi.Commit, runtime.Version(), v, m["ackd_build_info"].GetMetric())
 		}
 	})
 

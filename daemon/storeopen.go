@@ -33,3 +33,13 @@ func RedactDB(db string) string {
 	}
 	return db
 }
+
+// PendingMigrations reports, without writing anything, what migrate would
+// apply to the database the setting names (schema is SQLite's schema.sql;
+// PostgreSQL uses its own).
+func PendingMigrations(ctx context.Context, db, schema string) (store.Pending, error) {
+	if IsPostgres(db) {
+		return postgres.PendingMigrations(ctx, db)
+	}
+	return sqlite.PendingMigrations(ctx, db, schema)
+}

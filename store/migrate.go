@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 var migrateMarker = regexp.MustCompile(`(?m)^-- migrate: (\d+)\s*$`)
@@ -35,4 +36,57 @@ func Migrations(schema string) ([]Migration, error) {
 		out = append(out, Migration{Version: v, SQL: schema[loc[1]:end]})
 	}
 	return out, nil
+}
+
+// Pending is what a migration would do to a database: its version now and
+// the sections newer than it, in order. Exists is false when there is no
+// database yet (migrate would create it and apply every section).
+type Pending struct {
+	Exists  bool
+	Current int
+	Apply   []Migration
+}
+
+// PendingFrom compares a database's version with the schema's sections. A
+// database newer than the schema is an error, as it is for migrate.
+func PendingFrom(schema string, exists bool, current int) (Pending, error) {
+	ms, err := Migrations(schema)
+	if err != nil {
+		return Pending{}, err
+	}
+	if latest := ms[len(ms)-1].Version; current > latest {
+		return Pending{}, fmt.Errorf("database schema version %d is newer than this ackd (%d)", current, latest)
+	}
+	p := Pending{Exists: exists, Current: current}
+	for _, m := range ms {
+		if m.Version > current {
+			p.Apply = append(p.Apply, m)
+		}
+	}
+	return p, nil
+}
+
+// Summary is a migration's first comment sentence, for `ackd migrate
+// --dry-run`: what the section is for, in the schema author's words.
+func (m Migration) Summary() string {
+	var words []string
+	for _, line := range strings.Split(m.SQL, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" && len(words) == 0 {
+			continue
+		}
+		text, ok := strings.CutPrefix(line, "--")
+		if !ok || strings.TrimSpace(text) == "" {
+			break
+		}
+		words = append(words, strings.Fields(text)...)
+	}
+	s := strings.Join(words, " ")
+	if i := strings.Index(s, ". "); i >= 0 {
+		s = s[:i+1]
+	}
+	if r := []rune(s); len(r) > 160 {
+		s = string(r[:159]) + "…"
+	}
+	return s
 }

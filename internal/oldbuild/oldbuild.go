@@ -76,7 +76,9 @@ func Build(tb testing.TB, rev string) (binary string) {
 	tmp.Close()
 	defer os.Remove(tmp.Name())
 	build := exec.Command(goBin(), "build", "-o", tmp.Name(),
-		"-ldflags", "-X main.version=oldbuild-"+hash[:12], ".")
+		// main.version before internal/buildinfo existed, buildinfo.version
+		// since; the linker ignores the one a commit does not have.
+		"-ldflags", "-X main.version=oldbuild-"+hash[:12]+" -X github.com/ackd/ackd/internal/buildinfo.version=oldbuild-"+hash[:12], ".")
 	build.Dir = src
 	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -142,3 +142,34 @@ func (s *Store) migrateOne(ctx context.Context, conn *pgxpool.Conn, m store.Migr
 		}
 	}
 }
+
+// PendingMigrations reports what migrate would apply to the database at
+// dsn, without writing anything (no migrations table is created, no lock
+// taken): it reads ackd_migrations in the URL's schema. A database without
+// ackd's schema is reported as not existing yet.
+func PendingMigrations(ctx context.Context, dsn string) (store.Pending, error) {
+	loc := Redact(dsn)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return store.Pending{}, errors.New("not a valid PostgreSQL URL")
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 5 * time.Second
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return store.Pending{}, fmt.Errorf("open database %s: %w", loc, reason(err))
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('ackd_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return store.Pending{}, fmt.Errorf("database %s: %w", loc, err)
+	}
+	var v int
+	if exists {
+		if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ackd_migrations`).Scan(&v); err != nil {
+			return store.Pending{}, fmt.Errorf("database %s: %w", loc, err)
+		}
+	}
+	return store.PendingFrom(Schema, exists, v)
+}

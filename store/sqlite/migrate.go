@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/ackd/ackd/store"
 )
@@ -70,4 +72,25 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// PendingMigrations reports what migrate would apply to the database at
+// path, without writing anything: it reads user_version on a read-only
+// connection, and a missing file is reported as such, not created.
+func PendingMigrations(ctx context.Context, path, schema string) (store.Pending, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return store.PendingFrom(schema, false, 0)
+	} else if err != nil {
+		return store.Pending{}, fmt.Errorf("database %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return store.Pending{}, err
+	}
+	defer db.Close()
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return store.Pending{}, fmt.Errorf("database %s: %w", path, sqliteReason(err))
+	}
+	return store.PendingFrom(schema, true, v)
 }
