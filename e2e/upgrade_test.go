@@ -210,6 +210,9 @@ db = %q
 
 [sweep]
 interval = "200ms"
+# A replica stopped mid-sweep gives its rows back only when their leases
+# expire (nothing releases a lease early): short, above the 5s timeout.
+lease = "8s"
 backoff = "100ms"
 max_backoff = "200ms"
 max_attempts = 1000

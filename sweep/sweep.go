@@ -178,10 +178,15 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 	// The claim has a deadline of its own: a connection that went silent
 	// mid-claim must not stop this loop (its rows come back when the
 	// server ends the silent session, or by lease expiry).
-	cctx, cancel := context.WithTimeout(ctx, min(s.cfg.Lease/2, claimTimeout))
+	claimFor := min(s.cfg.Lease/2, claimTimeout)
+	cctx, cancel := context.WithTimeout(ctx, claimFor)
 	rows, err := s.store.Claim(cctx, token, s.cfg.Batch, s.cfg.Lease, s.claim)
 	cancel()
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			// Our own deadline, not the caller's: say what it means.
+			err = fmt.Errorf("%w: no answer from the database within %s (its write lock held elsewhere, or the connection went silent); nothing was claimed", err, claimFor)
+		}
 		return Result{}, err
 	}
 	res := Result{Claimed: len(rows)}
