@@ -79,16 +79,8 @@ func (s *Store) ListInstallations(ctx context.Context) ([]store.Installation, er
 	if err != nil {
 		return nil, fmt.Errorf("list installations: %w", s.classify(ctx, err))
 	}
-	defer res.Close()
-	var out []store.Installation
-	for res.Next() {
-		in, err := scanInstall(res)
-		if err != nil {
-			return nil, fmt.Errorf("list installations: %w", err)
-		}
-		out = append(out, in)
-	}
-	if err := res.Err(); err != nil {
+	out, err := pgx.CollectRows(res, func(r pgx.CollectableRow) (store.Installation, error) { return scanInstall(r) })
+	if err != nil {
 		return nil, fmt.Errorf("list installations: %w", s.classify(ctx, err))
 	}
 	return out, nil

@@ -170,20 +170,14 @@ func (s *Store) Marks(ctx context.Context) ([]store.Mark, error) {
 	if !s.catchupMarks {
 		return nil, nil
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT `+markColumns+` FROM catchup_marks ORDER BY channel`)
 	if err != nil {
 		return nil, fmt.Errorf("marks: %w", s.classify(ctx, err))
 	}
-	defer rows.Close()
-	var out []store.Mark
-	for rows.Next() {
-		m, err := scanMark(rows)
-		if err != nil {
-			return nil, fmt.Errorf("marks: %w", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Mark, error) { return scanMark(r) })
+	if err != nil {
 		return nil, fmt.Errorf("marks: %w", s.classify(ctx, err))
 	}
 	return out, nil
