@@ -221,20 +221,6 @@ func TestSynchronousStandbyPostgres(t *testing.T) {
 	}
 }
 
-// proxied returns a fresh schema on the test server and the same database
-// through a tcpproxy.
-func proxied(t *testing.T) (direct, viaProxy string, p *tcpproxy.Proxy) {
-	t.Helper()
-	direct = pgtest.URL(t)
-	u, err := url.Parse(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p = tcpproxy.New(t, u.Host)
-	u.Host = p.Addr()
-	return direct, u.String(), p
-}
-
 // TestCommitReplyLostPostgres: the server commits and its answer to COMMIT
 // is lost on the network. ackd asks the server and answers "recorded".
 func TestCommitReplyLostPostgres(t *testing.T) {
@@ -242,7 +228,7 @@ func TestCommitReplyLostPostgres(t *testing.T) {
 	t.Parallel()
 
 	t.Run("an event and a command whose COMMIT reply is lost are answered as recorded", func(t *testing.T) {
-		direct, via, p := proxied(t)
+		direct, via, p := pgtest.Proxied(t)
 		cfg := configFor(t, outcomeConfig)
 		cfg.DB = via
 		s := startServer(t, cfg, daemon.Options{})
@@ -270,7 +256,7 @@ func TestCommitReplyLostPostgres(t *testing.T) {
 	t.Run("an inline attempt whose completion reply is lost is done before its lease ends", func(t *testing.T) {
 		answer := `{"response_action":"errors","errors":{"service":"no such service"}}`
 		app := newBoltish(t, func(int, []byte) (int, string, string) { return 200, "application/json", answer })
-		direct, via, p := proxied(t)
+		direct, via, p := pgtest.Proxied(t)
 		cfg := configFor(t, redeliverConfig(app.srv.URL))
 		cfg.Sweep.Interval.Duration = time.Hour // no ticker claim in between
 		cfg.DB = via

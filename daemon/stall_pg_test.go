@@ -23,7 +23,7 @@ import (
 func TestStalledConnectionPostgres(t *testing.T) {
 	pgtest.Need(t)
 	t.Parallel()
-	direct, via, p := proxied(t)
+	direct, via, p := pgtest.Proxied(t)
 	cfg := configFor(t, `
 [sweep]
 interval  = "100ms"

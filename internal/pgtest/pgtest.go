@@ -24,6 +24,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ackd/ackd/internal/tcpproxy"
 	"github.com/ackd/ackd/internal/testreq"
 )
 
@@ -184,4 +185,19 @@ func freePort(tb testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Proxied creates a fresh schema for tb (as URL does) and returns its URL
+// twice: direct, and through a tcpproxy that the test can freeze or make
+// drop the server's replies.
+func Proxied(tb testing.TB) (direct, viaProxy string, p *tcpproxy.Proxy) {
+	tb.Helper()
+	direct = URL(tb)
+	u, err := url.Parse(direct)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p = tcpproxy.New(tb, u.Host)
+	u.Host = p.Addr()
+	return direct, u.String(), p
 }

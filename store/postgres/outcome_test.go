@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -10,20 +9,6 @@ import (
 	"github.com/ackd/ackd/internal/tcpproxy"
 	"github.com/ackd/ackd/store"
 )
-
-// viaProxy returns direct (a fresh schema on the test server) and the same
-// database through a tcpproxy.
-func viaProxy(t *testing.T) (direct, proxied string, p *tcpproxy.Proxy) {
-	t.Helper()
-	direct = pgtest.URL(t)
-	u, err := url.Parse(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p = tcpproxy.New(t, u.Host)
-	u.Host = p.Addr()
-	return direct, u.String(), p
-}
 
 // TestCommitReplyLost: the server commits, its answer to COMMIT never
 // arrives, and the store asks pg_xact_status instead of reporting a failure
@@ -33,7 +18,7 @@ func TestCommitReplyLost(t *testing.T) {
 	t.Parallel()
 
 	t.Run("an intent whose COMMIT reply is lost is reported committed, and first", func(t *testing.T) {
-		direct, proxied, p := viaProxy(t)
+		direct, proxied, p := pgtest.Proxied(t)
 		s := mustOpen(t, proxied, store.Options{})
 		if _, err := s.RecordIntent(context.Background(), intent("EvWarm")); err != nil {
 			t.Fatal(err)
@@ -53,7 +38,7 @@ func TestCommitReplyLost(t *testing.T) {
 	})
 
 	t.Run("a completion whose COMMIT reply is lost is reported held", func(t *testing.T) {
-		direct, proxied, p := viaProxy(t)
+		direct, proxied, p := pgtest.Proxied(t)
 		s := mustOpen(t, proxied, store.Options{})
 		if _, err := s.RecordIntent(context.Background(), intent("EvC")); err != nil {
 			t.Fatal(err)
