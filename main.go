@@ -736,7 +736,20 @@ func statusCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				daemons := slices.DeleteFunc(fresh, func(in store.Instance) bool { return !daemon.Alive(in) })
+				// A heartbeat copied with the file (status of a backup) is no
+				// daemon serving it, however fresh and alive its pid.
+				var copied []store.Instance
+				var copiedWhy []string
+				daemons := slices.DeleteFunc(fresh, func(in store.Instance) bool {
+					if !daemon.Alive(in) {
+						return true
+					}
+					if why := daemon.Elsewhere(in, st); why != "" {
+						copied, copiedWhy = append(copied, in), append(copiedWhy, why)
+						return true
+					}
+					return false
+				})
 				marks, err := st.Marks(cmd.Context())
 				if err != nil {
 					return err
@@ -754,6 +767,11 @@ func statusCmd(g *globals) *cobra.Command {
 						}
 						running = append(running, d)
 					}
+					copiedJSON := []map[string]any{}
+					for i, in := range copied {
+						copiedJSON = append(copiedJSON, map[string]any{"pid": in.PID, "host": in.Host, "listen": in.Listen,
+							"heartbeat_age_seconds": int64(max(0, now.Sub(in.HeartbeatAt)).Seconds()), "why": copiedWhy[i]})
+					}
 					markJSON := []map[string]any{}
 					for _, m := range marks {
 						markJSON = append(markJSON, map[string]any{"channel": m.Channel, "ts": m.TS,
@@ -764,6 +782,7 @@ func statusCmd(g *globals) *cobra.Command {
 						"pending": s.Pending, "leased": s.Leased, "done": s.Done, "parked": s.Parked, "discarded": s.Discarded,
 						"oldest_pending_seconds": int64(s.OldestPending.Seconds()),
 						"daemons":                running,
+						"copied_heartbeats":      copiedJSON,
 						"recovered":              s.Recovered,
 						"marks":                  markJSON,
 					})
@@ -800,6 +819,10 @@ func statusCmd(g *globals) *cobra.Command {
 					if sm := daemon.ParseInstanceState(in).SocketMode; sm != nil {
 						fmt.Fprintf(w, "\tsocket mode: %s (at its last heartbeat)\n", daemon.DescribeSocket(sm, now))
 					}
+				}
+				for i, in := range copied {
+					fmt.Fprintf(w, "copied heartbeat\tpid %d on host %s, seen %s ago: not running here; %s\n", in.PID, in.Host,
+						max(0, now.Sub(in.HeartbeatAt)).Round(time.Second), copiedWhy[i])
 				}
 				return w.Flush()
 			})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,5 +51,53 @@ func TestBackupCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "pg.db")); !os.IsNotExist(err) {
 		t.Errorf("a file was written for the PostgreSQL backup: %v", err)
+	}
+}
+
+// Issue 29.11: `ackd status` of a backup taken from a running daemon's
+// database does not show that daemon as running: the heartbeat row was
+// copied with the file (fresh, and its pid alive on this host), but it
+// names the live file. Status of the live file still lists it.
+func TestStatusOfABackupShowsNoRunningDaemon(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ackd.db")
+	d := procServe(t, procServeOpts{DB: db})
+	defer d.stop()
+	backup := filepath.Join(dir, "ackd-copy.db")
+	procMustRun(t, procEnv(), "backup", "--db", db, backup)
+
+	type status struct {
+		Daemons []struct {
+			PID int `json:"pid"`
+		} `json:"daemons"`
+		Copied []struct {
+			PID int    `json:"pid"`
+			Why string `json:"why"`
+		} `json:"copied_heartbeats"`
+	}
+	read := func(path string) status {
+		t.Helper()
+		var s status
+		out := procMustRun(t, procEnv(), "status", "--json", "--db", path).Stdout
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, out)
+		}
+		return s
+	}
+	pid := d.cmd.Process.Pid
+	if live := read(db); len(live.Daemons) != 1 || live.Daemons[0].PID != pid || len(live.Copied) != 0 {
+		t.Errorf("status of the live file: %+v, want the daemon (pid %d) running and no copied heartbeat", live, pid)
+	}
+	cp := read(backup)
+	if len(cp.Daemons) != 0 {
+		t.Errorf("status of the backup lists running daemons %+v, want none", cp.Daemons)
+	}
+	if len(cp.Copied) != 1 || cp.Copied[0].PID != pid || !strings.Contains(cp.Copied[0].Why, db) {
+		t.Errorf("status of the backup: copied heartbeats %+v, want pid %d naming %s", cp.Copied, pid, db)
+	}
+	text := procMustRun(t, procEnv(), "status", "--db", backup).Stdout
+	if !strings.Contains(text, "none running") || !strings.Contains(text, "copied heartbeat") {
+		t.Errorf("status of the backup (text) does not say no daemon runs and the heartbeat was copied:\n%s", text)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -29,8 +30,10 @@ const (
 // serves (answering 500, so Slack retries) and says why in /healthz.
 func (s *Server) announce(ctx context.Context) {
 	host, _ := os.Hostname()
+	s.dbFile = DBFileOf(s.store)
 	s.instance = store.Instance{ID: sweep.NewToken(), PID: os.Getpid(), Host: host,
 		Listen: s.ln.Addr().String(), StartedAt: s.opts.Now(), Performs: s.performs}
+	s.instance.State = s.instanceState()
 	others, err := s.store.Instances(ctx, InstanceStale)
 	if err != nil {
 		s.log.Warn("could not read the other daemons on this database", "err", err)
@@ -41,6 +44,9 @@ func (s *Server) announce(ctx context.Context) {
 	for _, o := range others {
 		if !Alive(o) {
 			continue // killed before its row went stale (a crash, then systemd's restart)
+		}
+		if why := Elsewhere(o, s.store); why != "" {
+			continue // a heartbeat copied with the file (a restored backup)
 		}
 		if s.store.Engine() == "postgres" {
 			// Several replicas on one PostgreSQL are the point of it.
@@ -57,12 +63,75 @@ func (s *Server) announce(ctx context.Context) {
 // (store.Instance.State, JSON).
 type InstanceState struct {
 	SocketMode *SocketState `json:"socket_mode,omitempty"`
+	// DB is the SQLite file the daemon serves (nil on PostgreSQL).
+	DB *DBFile `json:"db,omitempty"`
+}
+
+// DBFile names the SQLite file a daemon serves: its resolved path, and the
+// file's device and inode. Heartbeats carry it so that a copy of the
+// database (an `ackd backup` file, a restore beside the live one) does not
+// show the daemon that wrote the heartbeat as running on the copy: the
+// copy's heartbeat row is fresh for a while, and on the same host that
+// daemon's pid is alive.
+type DBFile struct {
+	Path string `json:"path"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+}
+
+// DBFileOf returns the file st serves, or nil (PostgreSQL, or a file that
+// cannot be read).
+func DBFileOf(st store.Store) *DBFile {
+	if st.Engine() != "sqlite" {
+		return nil
+	}
+	path, err := filepath.Abs(st.Location())
+	if err != nil {
+		return nil
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	f := &DBFile{Path: path}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		f.Dev, f.Ino = uint64(sys.Dev), sys.Ino
+	}
+	return f
+}
+
+// Elsewhere says why instance in, whose heartbeat st holds, is not a
+// daemon serving st; "" when it is, or when nothing says otherwise. Only a
+// SQLite file can be copied with its heartbeats (a PostgreSQL replica is
+// where it says it is): a heartbeat that records another file (path, device
+// or inode) was copied with the database, and one without that record (an
+// ackd from before it) is judged by its host, as a SQLite file is served on
+// one host.
+func Elsewhere(in store.Instance, st store.Store) string {
+	if st.Engine() != "sqlite" {
+		return ""
+	}
+	if rec := ParseInstanceState(in).DB; rec != nil {
+		here := DBFileOf(st)
+		if here == nil || *rec == *here {
+			return ""
+		}
+		return fmt.Sprintf("its heartbeat names %s (device %d, inode %d), not this file: the heartbeat was copied with the database (a backup or a restore)",
+			rec.Path, rec.Dev, rec.Ino)
+	}
+	if host, err := os.Hostname(); err == nil && in.Host != "" && in.Host != host {
+		return fmt.Sprintf("its heartbeat was written on host %s, not this one: a SQLite file is served on one host, so the heartbeat was copied with the database", in.Host)
+	}
+	return ""
 }
 
 // instanceState is this daemon's InstanceState as JSON, "" when it has
-// nothing to report (Socket Mode off).
+// nothing to report (Socket Mode off, PostgreSQL).
 func (s *Server) instanceState() string {
-	st := InstanceState{SocketMode: s.socket.state()}
+	st := InstanceState{SocketMode: s.socket.state(), DB: s.dbFile}
 	if st == (InstanceState{}) {
 		return ""
 	}

@@ -120,6 +120,7 @@ type Server struct {
 	sweepOK   atomic.Int64    // unix ms of the last sweep that did not fail on the database
 	running   [2]atomic.Int64 // per loop (ticker, immediate): unix ms its sweep started; 0 when idle
 	instance  store.Instance  // this process in ackd_instances
+	dbFile    *DBFile         // the SQLite file it serves (nil on PostgreSQL)
 	closeOnce sync.Once
 	closeErr  error
 }

@@ -369,3 +369,81 @@ func readFile(tb testing.TB, path string) []byte {
 	}
 	return b
 }
+
+// Issue 29.11 and 30.4: dist.sh stamps "-dirty" when untracked files that
+// .gitignore does not name are present (they can change the build), and a
+// second run with another version into the same directory keeps the first
+// version's lines in SHA256SUMS. It runs in a clone of HEAD, so the
+// developer's own tree is never touched; one architecture keeps it short.
+func TestReleaseBuildStampAndSums(t *testing.T) {
+	t.Parallel()
+	testreq.Need(t, have("bash", "git", "dpkg-deb", "sha256sum"),
+		"dpkg-deb and sha256sum are needed (Debian's dpkg and coreutils)")
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(t.TempDir(), "src")
+	run(t, repo, nil, "git", "clone", "--quiet", "--no-hardlinks", repo, clone)
+	// The script under test is the working tree's, committed in the clone
+	// when it differs from HEAD's.
+	script, err := os.ReadFile(filepath.Join(repo, "scripts", "dist.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(clone, "scripts", "dist.sh"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(run(t, clone, nil, "git", "status", "--porcelain")) != "" {
+		run(t, clone, []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"},
+			"git", "commit", "--quiet", "-am", "dist.sh under test")
+	}
+	commit := strings.TrimSpace(run(t, clone, nil, "git", "rev-parse", "HEAD"))
+	dist := t.TempDir()
+	env := []string{"DIST_DIR=" + dist, "DIST_ARCHES=" + runtime.GOARCH}
+	version := func(v string) string {
+		return run(t, dist, nil, filepath.Join(dist, "ackd_"+v+"_linux_"+runtime.GOARCH), "version")
+	}
+
+	run(t, clone, env, "bash", "scripts/dist.sh", "0.0.1~a")
+	if out := version("0.0.1~a"); !strings.HasPrefix(out, "ackd 0.0.1~a commit "+commit+" ") {
+		t.Errorf("a clean clone: ackd version says %q, want commit %s without -dirty", out, commit)
+	}
+
+	if err := os.WriteFile(filepath.Join(clone, "extra.go"), []byte("package main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, clone, env, "bash", "scripts/dist.sh", "0.0.2~b")
+	if out := version("0.0.2~b"); !strings.HasPrefix(out, "ackd 0.0.2~b commit "+commit+"-dirty ") {
+		t.Errorf("an untracked extra.go: ackd version says %q, want commit %s-dirty", out, commit)
+	}
+
+	b, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok {
+			t.Fatalf("SHA256SUMS line %q is not sha256sum's format", line)
+		}
+		data, err := os.ReadFile(filepath.Join(dist, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := sha256.Sum256(data); hex.EncodeToString(h[:]) != sum {
+			t.Errorf("%s: SHA256SUMS says %s, the file hashes to %x", name, sum, h)
+		}
+		listed = append(listed, name)
+	}
+	var want []string
+	for _, v := range []string{"0.0.1~a", "0.0.2~b"} {
+		want = append(want, "ackd_"+v+"_linux_"+runtime.GOARCH, "ackd_"+v+"_"+runtime.GOARCH+".deb")
+	}
+	slices.Sort(want)
+	slices.Sort(listed)
+	if !slices.Equal(listed, want) {
+		t.Errorf("after two versions SHA256SUMS lists %v, want %v", listed, want)
+	}
+}

@@ -45,11 +45,13 @@ done
 
 # The commit, stamped with -ldflags: the toolchain's own VCS stamp is
 # missing in a git worktree (it wants a .git directory), so dist.sh does not
-# rely on it. A tree with uncommitted changes says so.
+# rely on it. A tree with uncommitted changes, or with untracked files that
+# .gitignore does not name (an extra .go file changes the build as surely as
+# an edit), says so.
 commit=""
 if git rev-parse --git-dir >/dev/null 2>&1; then
 	commit=$(git rev-parse HEAD)
-	if [[ -n $(git status --porcelain --untracked-files=no) ]]; then
+	if [[ -n $(git status --porcelain --untracked-files=all) ]]; then
 		commit+="-dirty"
 	fi
 	# Timestamps inside the packages: the commit's, so that two builds of
@@ -59,7 +61,7 @@ fi
 pkg=github.com/ackd/ackd/internal/buildinfo
 ldflags="-s -w -X $pkg.version=$version -X $pkg.commit=$commit"
 
-rm -f "$out"/ackd_"$version"_* "$out/SHA256SUMS"
+rm -f "$out"/ackd_"$version"_*
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -103,5 +105,14 @@ for arch in $arches; do
 	echo "dist.sh: built $(basename "$deb")"
 done
 
-(cd "$out" && sha256sum ackd_"$version"_* >SHA256SUMS)
+# SHA256SUMS keeps the lines of other versions built into the same directory
+# and replaces this version's.
+(
+	cd "$out"
+	{
+		if [[ -f SHA256SUMS ]]; then grep -vF "  ackd_${version}_" SHA256SUMS || true; fi
+		sha256sum ackd_"$version"_*
+	} | sort -k 2 >SHA256SUMS.new
+	mv SHA256SUMS.new SHA256SUMS
+)
 echo "dist.sh: wrote $out/SHA256SUMS"
