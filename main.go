@@ -547,6 +547,9 @@ func backfillCmd(g *globals) *cobra.Command {
 						return fmt.Errorf("--channel: %w", err)
 					}
 				}
+				for _, w := range cfg.Warnings {
+					fmt.Fprintf(g.stderr, "ackd backfill: config: %s\n", w)
+				}
 				from, err := parseSince(since, st.Now())
 				if err != nil {
 					return err
@@ -557,7 +560,7 @@ func backfillCmd(g *globals) *cobra.Command {
 				}
 				cc := cfg.CatchUpConfig(sec, st, slackrate.New(cfg.Backfill.Rate))
 				if len(cc.Channels) == 0 {
-					return errors.New("no channels to catch up: give --channel, or set [backfill] channels (or a channel on a message/app_mention route)")
+					return errors.New("no channels to catch up: give --channel, or list them in [backfill] channels")
 				}
 				cc.DryRun, cc.Logger = dryRun, slog.New(slog.DiscardHandler)
 				pr := newProgressPrinter(g.stderr)

@@ -347,9 +347,13 @@ func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	c.Warnings = nil
+	// What 0.1.0 accepted and a check added since finds suspicious is a
+	// warning (serve logs it, config check prints it), never a refusal: an
+	// upgrade must not stop a config that started before (DESIGN §11).
+	warn := func(format string, a ...any) { c.Warnings = append(c.Warnings, fmt.Sprintf(format, a...)) }
 	for _, ch := range c.Filter.Channels {
 		if msg := checkChannel("filter.channels:", ch); msg != "" {
-			bad("%s", msg)
+			warn("%s", msg)
 		}
 	}
 
@@ -414,7 +418,7 @@ func (c *Config) Validate() error {
 		bad("retention.receipts: %s is shorter than Slack's retry window (about 6 minutes)", c.Retention.Receipts.Duration)
 	}
 
-	errs = append(errs, c.validateBackfill()...)
+	errs = append(errs, c.validateBackfill(warn)...)
 	c.validateOAuth(bad)
 
 	seen := map[string]int{}
@@ -441,17 +445,13 @@ func (c *Config) Validate() error {
 			if ev == "" {
 				continue
 			}
-			refuse, warn := checkEventType(ev)
-			if refuse != "" {
-				bad("%s: %s", where, refuse)
-			}
-			if warn != "" {
-				c.Warnings = append(c.Warnings, where+": "+warn)
+			if msg := checkEventType(ev); msg != "" {
+				warn("%s: %s", where, msg)
 			}
 		}
 		if r.Channel != "" {
 			if msg := checkChannel("channel", r.Channel); msg != "" {
-				bad("%s: %s", where, msg)
+				warn("%s: %s", where, msg)
 			}
 		}
 		// Slack writes a reaction :eyes:, reactions.add takes "eyes": both
@@ -460,7 +460,7 @@ func (c *Config) Validate() error {
 			r.Reaction = r.Reaction[1 : len(r.Reaction)-1]
 		}
 		if strings.ContainsAny(r.Reaction, " \t") || strings.HasPrefix(r.Reaction, ":") || strings.HasSuffix(r.Reaction, ":") {
-			bad("%s: reaction %q must be an emoji name such as \"eyes\" (or \":eyes:\")", where, r.Reaction)
+			warn("%s: reaction %q is not an emoji name such as \"eyes\" (or \":eyes:\"): Slack refuses it (invalid_name) and the route's rows park", where, r.Reaction)
 		}
 		triggers := 0
 		for _, t := range []string{r.Event + strings.Join(r.Events, ""), r.Command, r.CallbackID + r.ActionID} {
