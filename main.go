@@ -234,11 +234,13 @@ func (g *globals) open(ctx context.Context, mode openMode) (store.Store, daemon.
 
 func secrets(signing bool) (daemon.Secrets, error) {
 	var sec daemon.Secrets
-	var err error
+	var errs []error // every unreadable secret, not just the first
 	get := func(name string, dst *string) {
-		if err == nil {
-			*dst, err = daemon.Secret(name, os.Getenv)
+		v, err := daemon.Secret(name, os.Getenv)
+		if err != nil {
+			errs = append(errs, err)
 		}
+		*dst = v
 	}
 	// The signing secret is required to serve; a sweep uses it only to
 	// re-sign redeliver rows, and leaves them alone without it.
@@ -252,7 +254,7 @@ func secrets(signing bool) (daemon.Secrets, error) {
 	get("SLACK_CLIENT_SECRET", &sec.ClientSecret)
 	get("ACKD_TOKEN_KEY", &sec.TokenKey)
 	get("ACKD_TOKEN_KEY_OLD", &sec.TokenKeyOld)
-	return sec, err
+	return sec, errors.Join(errs...)
 }
 
 func serveCmd(g *globals) *cobra.Command {
@@ -337,10 +339,16 @@ func configCmd(g *globals) *cobra.Command {
 			cfg, err := g.loadConfig()
 			if err != nil {
 				checks = append(checks, daemon.Check{Name: "config", Status: daemon.CheckFail, Detail: err.Error()})
-			} else if sec, err := secrets(true); err != nil {
-				checks = append(checks, daemon.Check{Name: "secrets", Status: daemon.CheckFail, Detail: err.Error()})
 			} else {
-				checks = daemon.CheckConfig(cmd.Context(), cfg, sec, schema)
+				// Every problem in one run: the secrets that cannot be read,
+				// then serve's checks over those that could.
+				sec, err := secrets(true)
+				if j, ok := err.(interface{ Unwrap() []error }); ok {
+					for _, e := range j.Unwrap() {
+						checks = append(checks, daemon.Check{Name: "secrets", Status: daemon.CheckFail, Detail: e.Error()})
+					}
+				}
+				checks = append(checks, daemon.CheckConfig(cmd.Context(), cfg, sec, schema)...)
 			}
 			failed, warned := 0, 0
 			for _, c := range checks {
