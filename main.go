@@ -129,9 +129,16 @@ func (g *globals) loadConfig() (daemon.Config, error) {
 		}
 	}
 	cfg.ApplyEnv(os.Getenv)
+	// ACKD_DB beside a config file's db naming another database is refused
+	// (it would win silently); --db and ACKD_DB_FILE are explicit choices.
+	if g.db == "" && os.Getenv("ACKD_DB_FILE") == "" {
+		if err := cfg.CheckEnvDB(os.Getenv("ACKD_DB")); err != nil {
+			return cfg, err
+		}
+	}
 	// ACKD_DB_FILE: the database setting read from a file (a systemd
 	// credential), because a PostgreSQL URL carries a password. It overrides
-	// ACKD_DB rather than conflicting with it: the shipped unit sets
+	// ACKD_DB rather than conflicting with it: ackd 0.1.0's unit set
 	// ACKD_DB, and a drop-in adding ACKD_DB_FILE must not stop ackd.
 	if file := os.Getenv("ACKD_DB_FILE"); file != "" {
 		b, err := os.ReadFile(file)
