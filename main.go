@@ -288,8 +288,9 @@ func serveCmd(g *globals) *cobra.Command {
 			"                         verifies another secret); required by redeliver routes without one\n" +
 			"  SLACK_API_URL          Web API base URL (tests, proxies); overrides [slack] api_url\n" +
 			"  ACKD_CONFIG            as --config\n" +
-			"  ACKD_DB                as --db; or ACKD_DB_FILE, a file that holds it (a postgres:// URL\n" +
-			"                         with a password, as a systemd credential); not both\n" +
+			"  ACKD_DB                as --db; refused when the config file's db names another database.\n" +
+			"                         Or ACKD_DB_FILE, a file that holds it (a postgres:// URL with a\n" +
+			"                         password, as a systemd credential), which wins over both\n" +
 			"  ACKD_LISTEN            as --listen\n" +
 			"  ACKD_LOG_LEVEL         debug, info (default), warn, error\n" +
 			"  NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID  set by systemd (Type=notify, WatchdogSec=)",

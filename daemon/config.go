@@ -125,8 +125,8 @@ type FilterConfig struct {
 // BackfillConfig is catch-up (package catchup): messages Slack never
 // delivered, recovered from channel history (see backfill.go).
 type BackfillConfig struct {
-	// Channels to catch up; empty: every channel named by the channel
-	// filter of a message or app_mention route (BackfillChannels).
+	// Channels to catch up; empty: catch-up is off (opt-in; the routes'
+	// channel filters never turn it on).
 	Channels []string `toml:"channels"`
 	// OnStart: after serve starts, catch up each channel from its mark.
 	OnStart bool `toml:"on_start"`
