@@ -129,9 +129,16 @@ func (g *globals) loadConfig() (daemon.Config, error) {
 		}
 	}
 	cfg.ApplyEnv(os.Getenv)
+	// ACKD_DB beside a config file's db naming another database is refused
+	// (it would win silently); --db and ACKD_DB_FILE are explicit choices.
+	if g.db == "" && os.Getenv("ACKD_DB_FILE") == "" {
+		if err := cfg.CheckEnvDB(os.Getenv("ACKD_DB")); err != nil {
+			return cfg, err
+		}
+	}
 	// ACKD_DB_FILE: the database setting read from a file (a systemd
 	// credential), because a PostgreSQL URL carries a password. It overrides
-	// ACKD_DB rather than conflicting with it: the shipped unit sets
+	// ACKD_DB rather than conflicting with it: ackd 0.1.0's unit set
 	// ACKD_DB, and a drop-in adding ACKD_DB_FILE must not stop ackd.
 	if file := os.Getenv("ACKD_DB_FILE"); file != "" {
 		b, err := os.ReadFile(file)
@@ -234,11 +241,13 @@ func (g *globals) open(ctx context.Context, mode openMode) (store.Store, daemon.
 
 func secrets(signing bool) (daemon.Secrets, error) {
 	var sec daemon.Secrets
-	var err error
+	var errs []error // every unreadable secret, not just the first
 	get := func(name string, dst *string) {
-		if err == nil {
-			*dst, err = daemon.Secret(name, os.Getenv)
+		v, err := daemon.Secret(name, os.Getenv)
+		if err != nil {
+			errs = append(errs, err)
 		}
+		*dst = v
 	}
 	// The signing secret is required to serve; a sweep uses it only to
 	// re-sign redeliver rows, and leaves them alone without it.
@@ -252,7 +261,7 @@ func secrets(signing bool) (daemon.Secrets, error) {
 	get("SLACK_CLIENT_SECRET", &sec.ClientSecret)
 	get("ACKD_TOKEN_KEY", &sec.TokenKey)
 	get("ACKD_TOKEN_KEY_OLD", &sec.TokenKeyOld)
-	return sec, err
+	return sec, errors.Join(errs...)
 }
 
 func serveCmd(g *globals) *cobra.Command {
@@ -279,8 +288,9 @@ func serveCmd(g *globals) *cobra.Command {
 			"                         verifies another secret); required by redeliver routes without one\n" +
 			"  SLACK_API_URL          Web API base URL (tests, proxies); overrides [slack] api_url\n" +
 			"  ACKD_CONFIG            as --config\n" +
-			"  ACKD_DB                as --db; or ACKD_DB_FILE, a file that holds it (a postgres:// URL\n" +
-			"                         with a password, as a systemd credential); not both\n" +
+			"  ACKD_DB                as --db; refused when the config file's db names another database.\n" +
+			"                         Or ACKD_DB_FILE, a file that holds it (a postgres:// URL with a\n" +
+			"                         password, as a systemd credential), which wins over both\n" +
 			"  ACKD_LISTEN            as --listen\n" +
 			"  ACKD_LOG_LEVEL         debug, info (default), warn, error\n" +
 			"  NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID  set by systemd (Type=notify, WatchdogSec=)",
@@ -337,10 +347,16 @@ func configCmd(g *globals) *cobra.Command {
 			cfg, err := g.loadConfig()
 			if err != nil {
 				checks = append(checks, daemon.Check{Name: "config", Status: daemon.CheckFail, Detail: err.Error()})
-			} else if sec, err := secrets(true); err != nil {
-				checks = append(checks, daemon.Check{Name: "secrets", Status: daemon.CheckFail, Detail: err.Error()})
 			} else {
-				checks = daemon.CheckConfig(cmd.Context(), cfg, sec, schema)
+				// Every problem in one run: the secrets that cannot be read,
+				// then serve's checks over those that could.
+				sec, err := secrets(true)
+				if j, ok := err.(interface{ Unwrap() []error }); ok {
+					for _, e := range j.Unwrap() {
+						checks = append(checks, daemon.Check{Name: "secrets", Status: daemon.CheckFail, Detail: e.Error()})
+					}
+				}
+				checks = append(checks, daemon.CheckConfig(cmd.Context(), cfg, sec, schema)...)
 			}
 			failed, warned := 0, 0
 			for _, c := range checks {
@@ -547,6 +563,9 @@ func backfillCmd(g *globals) *cobra.Command {
 						return fmt.Errorf("--channel: %w", err)
 					}
 				}
+				for _, w := range cfg.Warnings {
+					fmt.Fprintf(g.stderr, "ackd backfill: config: %s\n", w)
+				}
 				from, err := parseSince(since, st.Now())
 				if err != nil {
 					return err
@@ -557,7 +576,7 @@ func backfillCmd(g *globals) *cobra.Command {
 				}
 				cc := cfg.CatchUpConfig(sec, st, slackrate.New(cfg.Backfill.Rate))
 				if len(cc.Channels) == 0 {
-					return errors.New("no channels to catch up: give --channel, or set [backfill] channels (or a channel on a message/app_mention route)")
+					return errors.New("no channels to catch up: give --channel, or list them in [backfill] channels")
 				}
 				cc.DryRun, cc.Logger = dryRun, slog.New(slog.DiscardHandler)
 				pr := newProgressPrinter(g.stderr)

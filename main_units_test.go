@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/testreq"
 )
 
@@ -60,14 +61,24 @@ func TestLitestreamUnitFitsAckdUnit(t *testing.T) {
 	if got := unitValues(t, l, "StateDirectory"); len(state) != 1 || len(got) != 1 || got[0] != state[0] {
 		t.Errorf("litestream.service StateDirectory=%v, ackd.service %v: they must be the same", got, state)
 	}
-	var db string
+	// Issue 29.8: the database is the shipped config's db, which the unit
+	// does not override (no ACKD_DB); a config without db gets ./ackd.db in
+	// the unit's working directory, which is the same file.
 	for _, e := range unitValues(t, a, "Environment") {
-		if v, ok := strings.CutPrefix(e, "ACKD_DB="); ok {
-			db = v
+		if strings.HasPrefix(e, "ACKD_DB=") {
+			t.Errorf("ackd.service sets %s, which would override the db an operator writes into /etc/ackd/ackd.toml", e)
 		}
 	}
-	if db == "" || !strings.HasPrefix(db, "/var/lib/"+state[0]+"/") {
-		t.Fatalf("ackd.service ACKD_DB=%q is not in its state directory %v", db, state)
+	shipped, err := daemon.Load("systemd/ackd.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := shipped.DB
+	if !strings.HasPrefix(db, "/var/lib/"+state[0]+"/") {
+		t.Fatalf("systemd/ackd.toml db = %q is not in ackd.service's state directory %v", db, state)
+	}
+	if wd := unitValues(t, a, "WorkingDirectory"); len(wd) != 1 || filepath.Join(wd[0], daemon.Default().DB) != db {
+		t.Errorf("ackd.service WorkingDirectory=%v: a config without db would not use %s", wd, db)
 	}
 	if !regexp.MustCompile(`(?m)^\s*- path: ` + regexp.QuoteMeta(db) + `\s*$`).Match(lsConfig) {
 		t.Errorf("systemd/litestream.yml does not replicate %s:\n%s", db, lsConfig)

@@ -31,21 +31,11 @@ const (
 
 var channelID = regexp.MustCompile(`^[CGD][A-Z0-9]+$`)
 
-// BackfillChannels is the channels catch-up reads: backfill.channels, or
-// else every channel named by the channel filter of a route that takes
-// message or app_mention events.
+// BackfillChannels is the channels catch-up reads: backfill.channels and
+// nothing else. Catch-up is opt-in: with none listed it is off (no marks,
+// no catch-up at start), whatever the routes' channel filters say.
 func (c *Config) BackfillChannels() []string {
-	if len(c.Backfill.Channels) > 0 {
-		return c.Backfill.Channels
-	}
-	var out []string
-	for i := range c.Routes {
-		r := &c.Routes[i]
-		if r.Channel != "" && r.takesMessages() && !slices.Contains(out, r.Channel) {
-			out = append(out, r.Channel)
-		}
-	}
-	return out
+	return c.Backfill.Channels
 }
 
 // takesMessages reports whether an Events API route takes message or
@@ -61,7 +51,20 @@ func (r *Route) catchUpFeeds(channels []string) bool {
 	return r.takesMessages() && (r.Channel == "" || slices.Contains(channels, r.Channel))
 }
 
-func (c *Config) validateBackfill() []error {
+// recoverable reports whether catch-up hands r recovered messages at all: a
+// route keyed by event_id is left out (see validateBackfill).
+func (r *Route) recoverable() bool {
+	return r.Key == "message" && r.takesMessages()
+}
+
+// validateBackfill refuses [backfill] values that cannot work (the section
+// is newer than 0.1.0, so no config that started before has one) and warns
+// about a route catch-up cannot serve: one on a caught-up channel that keys
+// by event_id. A recovered message has no event_id, and its live delivery
+// (or a Delayed Events redelivery with a new event_id) would be keyed apart
+// from it, so both would act: catch-up leaves such a route out, and the
+// warning says how to bring it in.
+func (c *Config) validateBackfill(warn func(format string, a ...any)) []error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	b := c.Backfill
@@ -86,7 +89,7 @@ func (c *Config) validateBackfill() []error {
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		if r.Key != "message" && r.catchUpFeeds(channels) {
-			bad("%s: catch-up ([backfill], channels %s) feeds this route recovered messages, which have no event_id to key by: set key = \"message\" (one row per {channel}:{ts}, so a recovered message and its live delivery act once), or set backfill.channels to channels this route does not take",
+			warn("%s: catch-up ([backfill] channels %s) does not hand this route recovered messages: it keys rows by event_id, which a recovered message lacks, so a recovered message and its live delivery would both act. Set key = \"message\" (one row per {channel}:{ts}) to have catch-up recover its messages",
 				c.routeWhere(i), strings.Join(channels, ", "))
 		}
 	}
@@ -109,8 +112,11 @@ func prepareRoutes(routes []Route, sec Secrets) []Route {
 // Recovery returns catch-up's translation for this configuration: the live
 // path's envelope parsing, filters and routes applied to a recovered
 // message, made into the event_callback Slack would have sent.
+// Only routes that key by message take part (recoverable): a recovered
+// message for a route keyed by event_id would be a second row beside its
+// live delivery's.
 func Recovery(cfg Config, sec Secrets) catchup.Translate {
-	cfg.Routes = prepareRoutes(cfg.Routes, sec)
+	cfg.Routes = slices.DeleteFunc(prepareRoutes(cfg.Routes, sec), func(r Route) bool { return !r.recoverable() })
 	return cfg.recoveredIntents
 }
 

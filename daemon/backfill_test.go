@@ -31,12 +31,6 @@ func TestBackfillConfigRejectsWithTheKeyNamed(t *testing.T) {
 		{"limit above Slack's", "[backfill]\nlimit = 1000\n" + msgRoute, []string{"backfill.limit: 1000", "999"}},
 		{"a channel that is no channel id", "[backfill]\nchannels = [\"#general\"]\n" + msgRoute, []string{`backfill.channels: "#general"`}},
 		{"unknown key", "[backfill]\nchanels = [\"C1\"]\n" + msgRoute, []string{`unknown key "backfill.chanels"`}},
-		{"a message route keyed by event_id that catch-up feeds",
-			"[[route]]\nname = \"fwd\"\nevent = \"app_mention\"\nchannel = \"C1\"\neffect = \"log\"\n",
-			[]string{`route "fwd"`, `key = "message"`, "catch-up"}},
-		{"a route on every event, keyed by event_id, in a caught-up channel",
-			"[backfill]\nchannels = [\"C9\"]\n[[route]]\nname = \"all\"\nevent = \"*\"\neffect = \"log\"\n",
-			[]string{`route "all"`, `key = "message"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := daemon.Parse([]byte(tc.toml))
@@ -51,21 +45,64 @@ func TestBackfillConfigRejectsWithTheKeyNamed(t *testing.T) {
 		})
 	}
 	t.Run("an event-keyed route in a channel catch-up does not read is fine", func(t *testing.T) {
-		_, err := daemon.Parse([]byte(msgRoute + "[[route]]\nname = \"ops\"\nevent = \"app_mention\"\nchannel = \"C2\"\neffect = \"log\"\n[backfill]\nchannels = [\"C1\"]\n"))
+		c, err := daemon.Parse([]byte(msgRoute + "[[route]]\nname = \"ops\"\nevent = \"app_mention\"\nchannel = \"C2\"\neffect = \"log\"\n[backfill]\nchannels = [\"C1\"]\n"))
+		if err != nil || len(c.Warnings) != 0 {
+			t.Fatalf("err %v, warnings %q", err, c.Warnings)
+		}
+	})
+}
+
+// Issue 29.1: catch-up is opt-in. A route's channel filter never turns it
+// on, and a route catch-up cannot serve (it keys by event_id) is a warning
+// that names the route and the fix, never a refusal: 0.1.0 started such
+// configs, and an upgrade must too.
+func TestCatchUpIsOptIn(t *testing.T) {
+	t.Parallel()
+	t.Run("a message route on a channel, default key: catch-up stays off, no warning", func(t *testing.T) {
+		c, err := daemon.Parse([]byte("[[route]]\nname = \"greet\"\nevent = \"message\"\nchannel = \"C1\"\neffect = \"post\"\ntext = \"hi\"\n" +
+			"[[route]]\nname = \"m\"\nevent = \"app_mention\"\nchannel = \"C7\"\nkey = \"message\"\neffect = \"log\"\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
+		if got := c.BackfillChannels(); len(got) != 0 {
+			t.Errorf("catch-up channels %q, want none: [backfill] channels is unset", got)
+		}
+		if len(c.Warnings) != 0 {
+			t.Errorf("warnings %q, want none", c.Warnings)
+		}
 	})
-	t.Run("channels default to the message routes' channel filters", func(t *testing.T) {
-		c, err := daemon.Parse([]byte(msgRoute + "[[route]]\nname = \"m\"\nevent = \"app_mention\"\nchannel = \"C7\"\nkey = \"message\"\neffect = \"log\"\n" +
-			"[[route]]\nname = \"r\"\nevent = \"reaction_added\"\nchannel = \"C8\"\neffect = \"log\"\n"))
+	t.Run("an empty list is off too", func(t *testing.T) {
+		c, err := daemon.Parse([]byte("[backfill]\nchannels = []\n[[route]]\nname = \"eyes\"\nevent = \"message\"\nchannel = \"C1\"\nkey = \"message\"\neffect = \"react\"\nreaction = \"eyes\"\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := strings.Join(c.BackfillChannels(), ","); got != "C1,C7" {
-			t.Fatalf("channels %q, want C1,C7", got)
+		if got := c.BackfillChannels(); len(got) != 0 {
+			t.Errorf("catch-up channels %q, want none", got)
 		}
 	})
+	for _, tc := range []struct {
+		name, toml, route string
+	}{
+		{"a mention route keyed by event_id on a caught-up channel",
+			"[backfill]\nchannels = [\"C1\"]\n[[route]]\nname = \"fwd\"\nevent = \"app_mention\"\nchannel = \"C1\"\neffect = \"log\"\n", `line 3: route "fwd"`},
+		{"a route on every event, keyed by event_id, with catch-up on",
+			"[backfill]\nchannels = [\"C9\"]\n[[route]]\nname = \"all\"\nevent = \"*\"\neffect = \"log\"\n", `line 3: route "all"`},
+	} {
+		t.Run(tc.name+" is a warning", func(t *testing.T) {
+			c, err := daemon.Parse([]byte(tc.toml))
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if len(c.Warnings) != 1 {
+				t.Fatalf("warnings %q, want one", c.Warnings)
+			}
+			for _, w := range []string{tc.route, "catch-up", "does not hand this route recovered messages", `key = "message"`} {
+				if !strings.Contains(c.Warnings[0], w) {
+					t.Errorf("warning %q does not say %q", c.Warnings[0], w)
+				}
+			}
+		})
+	}
 }
 
 const backfillToken = "xoxb-daemon-backfill"
@@ -154,6 +191,39 @@ func TestLiveAndRecoveredDeliveriesActOnce(t *testing.T) {
 			t.Fatalf("no receipt of its own kind for the recovered message")
 		}
 	})
+}
+
+// Issue 29.1: a route keyed by event_id on a caught-up channel is warned
+// about, not refused, and catch-up leaves it out: its one row comes from
+// the live delivery, while the route keyed by message acts once whichever
+// delivery comes first.
+func TestCatchUpLeavesOutRoutesKeyedByEvent(t *testing.T) {
+	t.Parallel()
+	const greet = "[[route]]\nname = \"greet\"\nevent = \"message\"\nchannel = \"C1\"\neffect = \"log\"\n"
+	s, fs := backfillServer(t, greet)
+	cfg := configFor(t, "[backfill]\nchannels = [\"C1\"]\n"+greet+"[[route]]\nname = \"eyes\"\nevents = [\"message\", \"app_mention\"]\nkey = \"message\"\neffect = \"react\"\nreaction = \"eyes\"\n")
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], `route "greet"`) {
+		t.Fatalf("warnings %q, want one about route greet", cfg.Warnings)
+	}
+	ts := fs.AddMessage("C1", fakeslack.Message{User: "U1", Text: "sent while ackd was down"})
+	if tot := catchUpNow(t, s, cfg, fs).Totals(); tot.Recorded != 1 {
+		t.Fatalf("catch-up recorded %d messages, want 1", tot.Recorded)
+	}
+	if n := s.count(`SELECT count(*) FROM outbox WHERE idempotency_key LIKE '%greet'`); n != 0 {
+		t.Fatalf("catch-up recorded %d rows for the route keyed by event_id", n)
+	}
+	// The live delivery arrives after all (a Delayed Events retry).
+	if r := s.postEvent(eventBody("EvLate1", message("C1", ts, "sent while ackd was down"))); r.Status != http.StatusOK {
+		t.Fatalf("live delivery: %d", r.Status)
+	}
+	for key, want := range map[string]int{"EvLate1:greet": 1, "C1:" + ts + ":eyes": 1} {
+		if n := s.count(`SELECT count(*) FROM outbox WHERE idempotency_key = ?`, key); n != want {
+			t.Errorf("%s: %d rows, want %d", key, n, want)
+		}
+	}
+	if n := s.count(`SELECT count(*) FROM outbox`); n != 2 {
+		t.Errorf("%d rows in all, want 2 (one per route)", n)
+	}
 }
 
 func TestRecoveryIsTheLiveEventCallback(t *testing.T) {

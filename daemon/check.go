@@ -63,9 +63,12 @@ func CheckConfig(ctx context.Context, cfg Config, sec Secrets, schema string) []
 		add("config", CheckWarn, "%s", w)
 	}
 
-	// What New refuses: the same function, so the two cannot disagree.
-	if _, err := New(cfg, Options{Secrets: sec}); err != nil {
-		add("secrets", CheckFail, "%v", err)
+	// What New refuses: the same function, so the two cannot disagree;
+	// every missing secret at once, one line each.
+	if problems := cfg.secretProblems(sec); len(problems) > 0 {
+		for _, err := range problems {
+			add("secrets", CheckFail, "%v", err)
+		}
 	} else {
 		var have []string
 		for name, v := range map[string]string{"SLACK_SIGNING_SECRET": sec.SigningSecret, "SLACK_APP_TOKEN": sec.AppToken,
@@ -77,7 +80,13 @@ func CheckConfig(ctx context.Context, cfg Config, sec Secrets, schema string) []
 		slices.Sort(have)
 		add("secrets", CheckOK, "set: %s", strings.Join(have, ", "))
 	}
-	skip := cfg.EffectConfig(sec, nil, nil).Unavailable()
+	ec := cfg.EffectConfig(sec, nil, nil)
+	if cfg.OAuth != nil {
+		// serve performs the Web API effects with each row's installation
+		// token (Open sets Tokens), never with SLACK_BOT_TOKEN.
+		ec.Tokens = installationTokens{}
+	}
+	skip := ec.Unavailable()
 	if routed := cfg.RoutedSkips(skip); len(routed) > 0 {
 		add("credentials", CheckWarn, "rows of these effects would stay pending: %s", sweep.SkipSummary(routed))
 	}
@@ -136,4 +145,13 @@ func schemaNote(have, want int) (status, note string) {
 	default:
 		return CheckFail, fmt.Sprintf("schema %d is newer than this ackd (%d): serve would refuse it", have, want)
 	}
+}
+
+// installationTokens stands for serve's token source under [oauth] (the
+// installations, package oauth) when config check asks which effects would
+// lack a credential: the check opens no installation.
+type installationTokens struct{}
+
+func (installationTokens) BotToken(context.Context, string) (string, error) {
+	return "", sweep.ErrNotInstalled
 }

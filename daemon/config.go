@@ -76,6 +76,9 @@ type Config struct {
 	// Warnings are what Validate found suspicious but not wrong (an event
 	// type ackd does not know); serve logs them, config check prints them.
 	Warnings []string `toml:"-"`
+	// FileDB is the db the config file sets (resolved as Load resolves
+	// it), "" when the file sets none: what CheckEnvDB holds ACKD_DB to.
+	FileDB string `toml:"-"`
 }
 
 // AckConfig bounds the pre-ack intent transaction.
@@ -122,8 +125,8 @@ type FilterConfig struct {
 // BackfillConfig is catch-up (package catchup): messages Slack never
 // delivered, recovered from channel history (see backfill.go).
 type BackfillConfig struct {
-	// Channels to catch up; empty: every channel named by the channel
-	// filter of a message or app_mention route (BackfillChannels).
+	// Channels to catch up; empty: catch-up is off (opt-in; the routes'
+	// channel filters never turn it on).
 	Channels []string `toml:"channels"`
 	// OnStart: after serve starts, catch up each channel from its mark.
 	OnStart bool `toml:"on_start"`
@@ -291,8 +294,11 @@ func Load(path string) (Config, error) {
 	var set struct {
 		DB *string `toml:"db"`
 	}
-	if toml.Unmarshal(b, &set) == nil && set.DB != nil && !IsPostgres(cfg.DB) && !filepath.IsAbs(cfg.DB) {
-		cfg.DB = filepath.Join(filepath.Dir(path), cfg.DB)
+	if toml.Unmarshal(b, &set) == nil && set.DB != nil {
+		if !IsPostgres(cfg.DB) && !filepath.IsAbs(cfg.DB) {
+			cfg.DB = filepath.Join(filepath.Dir(path), cfg.DB)
+		}
+		cfg.FileDB = cfg.DB
 	}
 	return cfg, nil
 }
@@ -347,9 +353,13 @@ func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	c.Warnings = nil
+	// What 0.1.0 accepted and a check added since finds suspicious is a
+	// warning (serve logs it, config check prints it), never a refusal: an
+	// upgrade must not stop a config that started before (DESIGN §11).
+	warn := func(format string, a ...any) { c.Warnings = append(c.Warnings, fmt.Sprintf(format, a...)) }
 	for _, ch := range c.Filter.Channels {
 		if msg := checkChannel("filter.channels:", ch); msg != "" {
-			bad("%s", msg)
+			warn("%s", msg)
 		}
 	}
 
@@ -414,7 +424,7 @@ func (c *Config) Validate() error {
 		bad("retention.receipts: %s is shorter than Slack's retry window (about 6 minutes)", c.Retention.Receipts.Duration)
 	}
 
-	errs = append(errs, c.validateBackfill()...)
+	errs = append(errs, c.validateBackfill(warn)...)
 	c.validateOAuth(bad)
 
 	seen := map[string]int{}
@@ -441,17 +451,13 @@ func (c *Config) Validate() error {
 			if ev == "" {
 				continue
 			}
-			refuse, warn := checkEventType(ev)
-			if refuse != "" {
-				bad("%s: %s", where, refuse)
-			}
-			if warn != "" {
-				c.Warnings = append(c.Warnings, where+": "+warn)
+			if msg := checkEventType(ev); msg != "" {
+				warn("%s: %s", where, msg)
 			}
 		}
 		if r.Channel != "" {
 			if msg := checkChannel("channel", r.Channel); msg != "" {
-				bad("%s: %s", where, msg)
+				warn("%s: %s", where, msg)
 			}
 		}
 		// Slack writes a reaction :eyes:, reactions.add takes "eyes": both
@@ -460,7 +466,7 @@ func (c *Config) Validate() error {
 			r.Reaction = r.Reaction[1 : len(r.Reaction)-1]
 		}
 		if strings.ContainsAny(r.Reaction, " \t") || strings.HasPrefix(r.Reaction, ":") || strings.HasSuffix(r.Reaction, ":") {
-			bad("%s: reaction %q must be an emoji name such as \"eyes\" (or \":eyes:\")", where, r.Reaction)
+			warn("%s: reaction %q is not an emoji name such as \"eyes\" (or \":eyes:\"): Slack refuses it (invalid_name) and the route's rows park", where, r.Reaction)
 		}
 		triggers := 0
 		for _, t := range []string{r.Event + strings.Join(r.Events, ""), r.Command, r.CallbackID + r.ActionID} {
@@ -579,6 +585,45 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	if v := getenv("SLACK_API_URL"); v != "" {
 		c.Slack.APIURL = v
 	}
+}
+
+// CheckEnvDB refuses ACKD_DB (env) naming another database than the
+// config file's db. Either alone is fine, and so are both naming the same
+// file; but with both set ACKD_DB would win without a word, and a config
+// edited to db = "postgres://…" would leave each replica on a SQLite file of
+// its own (issue 29.8: the 0.1.0 unit set ACKD_DB). --db and ACKD_DB_FILE
+// are explicit choices and are not held to it (the caller skips the check).
+func (c Config) CheckEnvDB(env string) error {
+	if env == "" || c.FileDB == "" || sameDB(env, c.FileDB) {
+		return nil
+	}
+	return fmt.Errorf("ACKD_DB=%s and db = %q in %s name different databases, and ACKD_DB would win: keep one. "+
+		"Remove ACKD_DB from the environment (ackd 0.1.0's unit, a drop-in or your own unit may set it; `systemctl cat ackd` shows it), "+
+		"or remove db from the config file; --db or ACKD_DB_FILE choose the database explicitly",
+		RedactDB(env), RedactDB(c.FileDB), c.Source)
+}
+
+// sameDB reports whether two db settings name the same database: the same
+// URL, or SQLite paths that are the same file once made absolute (and, when
+// they exist, once symlinks are followed).
+func sameDB(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if IsPostgres(a) || IsPostgres(b) {
+		return false
+	}
+	abs := func(p string) string {
+		p, err := filepath.Abs(p)
+		if err != nil {
+			return p
+		}
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			return filepath.Join(dir, filepath.Base(p))
+		}
+		return p
+	}
+	return abs(a) == abs(b)
 }
 
 // Secret reads a secret from the environment variable name, or from the file

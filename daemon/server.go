@@ -130,28 +130,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkSocketSecrets(cfg, opts.Secrets); err != nil {
-		return nil, err
-	}
-	if opts.Secrets.SigningSecret == "" && !cfg.Socket.Enabled {
-		return nil, errors.New("no Slack signing secret: set SLACK_SIGNING_SECRET or SLACK_SIGNING_SECRET_FILE (or enable [socket_mode] with SLACK_APP_TOKEN)")
-	}
-	if opts.Secrets.SigningSecret == "" && opts.Secrets.RedeliverSecret == "" {
-		// The app behind a redeliver route checks Slack's signature, so
-		// its rows could never be performed: refuse rather than pile them up.
-		for _, r := range cfg.Routes {
-			if r.Effect == "redeliver" {
-				return nil, fmt.Errorf("route %q: effect redeliver signs each request for the app: set SLACK_SIGNING_SECRET or ACKD_REDELIVER_SECRET (or …_FILE)", r.Name)
-			}
-		}
-	}
-	if cfg.OAuth != nil {
-		if _, err := TokenKeys(opts.Secrets); err != nil {
-			return nil, err
-		}
-		if opts.Secrets.ClientSecret == "" {
-			return nil, errMissing("SLACK_CLIENT_SECRET", "[oauth] exchanges install codes and refreshes tokens with the app's client secret")
-		}
+	if errs := cfg.secretProblems(opts.Secrets); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
