@@ -38,6 +38,9 @@ type Clock struct {
 // New returns a Clock compared with local (nil: time.Now).
 func New(local func() time.Time) *Clock { return &Clock{Local: local} }
 
+// LocalNow reads the clock Slack's is compared with.
+func (c *Clock) LocalNow() time.Time { return c.now() }
+
 func (c *Clock) now() time.Time {
 	if c.Local != nil {
 		return c.Local()
