@@ -544,7 +544,8 @@ func backfillCmd(g *globals) *cobra.Command {
 			"would have: the same routes, filters and row keys, so nothing acts twice. Safe to run beside\n" +
 			"the daemon, on the same database. Without --since each channel is read from its mark (the\n" +
 			"newest message known recorded); with --since from that long ago or that ts. Never further\n" +
-			"back than [backfill] max_age.\n\n" +
+			"back than [backfill] max_age; a --since before what ackd still keeps ([retention] done less\n" +
+			"10m: an older message's rows may have been pruned, and would be performed again) is refused.\n\n" +
 			"Reads SLACK_BOT_TOKEN (channels:history, groups:history) and SLACK_API_URL like sweep --once.\n" +
 			"Progress goes to stderr, one summary line to stdout. Exit status is non-zero unless every\n" +
 			"channel was read to the end.",
@@ -566,17 +567,23 @@ func backfillCmd(g *globals) *cobra.Command {
 				for _, w := range cfg.Warnings {
 					fmt.Fprintf(g.stderr, "ackd backfill: config: %s\n", w)
 				}
-				from, err := parseSince(since, st.Now())
+				from, ago, err := parseSince(since)
 				if err != nil {
 					return err
-				}
-				if !from.IsZero() && st.Now().Sub(from) > cfg.Backfill.MaxAge.Duration {
-					fmt.Fprintf(g.stderr, "ackd backfill: --since %s reaches past backfill.max_age (%s): reading from %s ago\n",
-						since, cfg.Backfill.MaxAge.Duration, cfg.Backfill.MaxAge.Duration)
 				}
 				cc := cfg.CatchUpConfig(sec, st, slackrate.New(cfg.Backfill.Rate))
 				if len(cc.Channels) == 0 {
 					return errors.New("no channels to catch up: give --channel, or list them in [backfill] channels")
+				}
+				// A --since past what ackd still keeps (retention.done) is
+				// refused by the run itself, on Slack's clock.
+				switch reach, clamped := cc.Reach(); {
+				case clamped:
+					fmt.Fprintf(g.stderr, "ackd backfill: backfill.max_age %s reaches past retention.done %s (an older message's rows may have been pruned): reading back at most %s\n",
+						cfg.Backfill.MaxAge.Duration, cfg.Retention.Done.Duration, reach)
+				case ago > reach || !from.IsZero() && st.Now().Sub(from) > reach:
+					fmt.Fprintf(g.stderr, "ackd backfill: --since %s reaches past backfill.max_age (%s): reading from %s ago\n",
+						since, cfg.Backfill.MaxAge.Duration, cfg.Backfill.MaxAge.Duration)
 				}
 				cc.DryRun, cc.Logger = dryRun, slog.New(slog.DiscardHandler)
 				pr := newProgressPrinter(g.stderr)
@@ -585,8 +592,16 @@ func backfillCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				res, err := cu.Run(ctx, from)
+				var res catchup.Result
+				if ago > 0 {
+					res, err = cu.RunAgo(ctx, ago)
+				} else {
+					res, err = cu.Run(ctx, from)
+				}
 				pr.finish()
+				if errors.Is(err, catchup.ErrBeforeKept) {
+					return fmt.Errorf("--since %s %w; give a later --since, or lengthen [retention] done", since, err)
+				}
 				verb := "recorded"
 				if dryRun {
 					verb = "would record"
@@ -616,19 +631,20 @@ func backfillCmd(g *globals) *cobra.Command {
 	return c
 }
 
-// parseSince reads --since: a duration before now, or a Slack ts.
-func parseSince(v string, now time.Time) (time.Time, error) {
+// parseSince reads --since: a Slack ts (from), or a duration before
+// Slack's now (ago), which catch-up measures on Slack's clock.
+func parseSince(v string) (from time.Time, ago time.Duration, err error) {
 	if v == "" {
-		return time.Time{}, nil
+		return time.Time{}, 0, nil
 	}
 	if store.ValidTS(v) {
-		return store.TSTime(v), nil
+		return store.TSTime(v), 0, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return time.Time{}, fmt.Errorf("--since %q is neither a duration (\"2h\") nor a Slack ts (\"1700000000.000100\")", v)
+		return time.Time{}, 0, fmt.Errorf("--since %q is neither a duration (\"2h\") nor a Slack ts (\"1700000000.000100\")", v)
 	}
-	return now.Add(-d), nil
+	return time.Time{}, d, nil
 }
 
 // progressPrinter shows catch-up's progress: on a terminal one line per

@@ -173,3 +173,63 @@ func procGrep(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// Issue 29.4 and 29.5 with the real binary: ackd is SIGKILLed while Slack
+// holds the answer to a post it stored; Slack's clock is 10 minutes behind
+// ackd's, and a staging app in the same channel posts a message carrying
+// the same key. The restarted daemon finds its own post (not staging's,
+// and not out of a window taken on its own clock) and completes with it.
+func TestPostConfirmedOwnPostOnSkewedSlack(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ackd.db")
+	slack := fakeslack.New(t, procBotToken)
+	slack.SetClockOffset(-10 * time.Minute)
+	slack.AddToken("xoxb-staging", fakeslack.Bot{UserID: "U0STAGING", BotID: "B0STAGING", AppID: "A0STAGING", TeamID: "T1"})
+	slack.Script("chat.postMessage", fakeslack.Response{Store: true, Delay: time.Hour}) // stored, answer held
+	cfg := procPostConfig(t, dir, slack.URL())
+	env := procEnv("SLACK_BOT_TOKEN=" + procBotToken)
+	const key = "EvSkew1:reply"
+
+	d := procServe(t, procServeOpts{Config: cfg, DB: db, Env: env})
+	ts := slack.AddMessage("C1", fakeslack.Message{User: "U1", Text: "<@UBOT> hi"})
+	body, _ := json.Marshal(map[string]any{"token": "tok", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
+		"event_id": "EvSkew1", "event_time": time.Now().Unix(),
+		"event": map[string]any{"type": "app_mention", "user": "U1", "text": "<@UBOT> hi", "ts": ts, "channel": "C1", "event_ts": ts}})
+	d.mustPostEvent(body)
+	procWaitFor(t, "the post stored at Slack", 20*time.Second, func() bool {
+		return len(slack.MessagesWithKey("C1", key)) == 1
+	})
+	d.kill()
+	// Staging's post with the same key, newer than ours: read first.
+	slack.AddMessage("C1", fakeslack.Message{User: "U0STAGING", BotID: "B0STAGING", AppID: "A0STAGING", Subtype: "bot_message", Text: "staging",
+		Metadata: map[string]any{"event_type": "ackd_effect", "event_payload": map[string]any{"idempotency_key": key}}})
+
+	d2 := procServe(t, procServeOpts{Config: cfg, DB: db, Env: env})
+	procWaitFor(t, "the row done after the dead lease ran out", 30*time.Second, func() bool {
+		_, status, _ := procRowByKey(t, db, key)
+		return status == "done"
+	})
+	d2.stop()
+
+	var ours []fakeslack.Message
+	for _, m := range slack.MessagesWithKey("C1", key) {
+		if m.BotID == "B0FAKEBOT" {
+			ours = append(ours, m)
+		}
+	}
+	if len(ours) != 1 {
+		t.Fatalf("C1 holds %d of our messages for %s, want exactly 1", len(ours), key)
+	}
+	_, _, result := procRowByKey(t, db, key)
+	var res map[string]string
+	if err := json.Unmarshal([]byte(result), &res); err != nil || res["ts"] != ours[0].TS {
+		t.Fatalf("result %q, want our own message's ts %s", result, ours[0].TS)
+	}
+	if n := len(slack.CallsTo("chat.postMessage")); n != 1 {
+		t.Fatalf("chat.postMessage called %d times, want 1", n)
+	}
+	if !strings.Contains(d2.Stderr.String(), "posted by another bot") {
+		t.Errorf("passing over staging's message is not logged:\n%s", procGrep(d2.Stderr.String(), "key"))
+	}
+}

@@ -17,6 +17,24 @@
 // are paced by a shared slackrate.Budget; a 429 holds the method for its
 // Retry-After and the refused page is fetched again.
 //
+// Bounds on Slack's data are on Slack's clock: a message's ts is Slack's,
+// so where a run stops reading, the mark it leaves and how far back it
+// reads are Slack's time when the run started, read from the Date header
+// of Slack's answers (internal/slackclock), never this host's clock. A
+// host whose clock is minutes ahead would otherwise set a mark past
+// messages Slack has yet to stamp, and one minutes behind would stop
+// reading before the newest messages. The header has whole seconds: a
+// run reads up to the latest time Slack's clock can read, and its mark
+// says read only what was stamped before the earliest.
+//
+// A run never reads further back than the period whose fact keys ackd
+// still knows: a done row is pruned [retention] done after it completed,
+// and a message whose rows are gone would be recorded and performed again.
+// So the oldest message a run reads is KeepDone (less KeepMargin) before
+// Slack's now, whatever max_age or a given start say; a given start before
+// that is refused (ErrBeforeKept), a max_age past it is clamped with a log
+// line.
+//
 // Limits: history keeps only what is there now. An edited message is
 // recovered with its current text, a deleted one not at all; reactions,
 // slash commands and interactions have no history. A recovered message is
@@ -38,6 +56,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ackd/ackd/internal/slackclock"
 	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/store"
 )
@@ -75,15 +94,19 @@ type Observer interface {
 
 // Config configures a CatchUp.
 type Config struct {
-	Channels  []string
-	MaxAge    time.Duration // never read further back than this
-	Limit     int           // messages per page (default 200)
-	Replies   bool          // read threads whose latest_reply is newer than the start
-	Token     string        // bot token (channels:history, groups:history, …)
-	APIURL    string        // Web API base; empty = Slack's
-	BotUserID string        // empty: auth.test's user_id
-	DryRun    bool          // record nothing; count what would be recorded
-	Batch     int           // messages recorded per transaction (default 50)
+	Channels []string
+	MaxAge   time.Duration // never read further back than this
+	// KeepDone is how long done rows are kept ([retention] done): no
+	// message older than KeepDone less KeepMargin is read, since its rows
+	// may have been pruned. 0: no such bound.
+	KeepDone  time.Duration
+	Limit     int    // messages per page (default 200)
+	Replies   bool   // read threads whose latest_reply is newer than the start
+	Token     string // bot token (channels:history, groups:history, …)
+	APIURL    string // Web API base; empty = Slack's
+	BotUserID string // empty: auth.test's user_id
+	DryRun    bool   // record nothing; count what would be recorded
+	Batch     int    // messages recorded per transaction (default 50)
 
 	Budget     *slackrate.Budget // shared pace; nil: one of 20 calls a minute
 	Translate  Translate
@@ -92,17 +115,40 @@ type Config struct {
 	Logger     *slog.Logger
 	Observer   Observer       // may be nil
 	Progress   func(Progress) // called after each page and when a channel ends; may be nil
-	Now        func() time.Time
+	// Now is the clock the store prunes by; Slack's is compared with it.
+	Now func() time.Time
+}
+
+// KeepMargin is how much newer than [retention] done the oldest message a
+// run reads is: room for the database's clock differing from this host's
+// (PostgreSQL prunes on its own), and for the time between reading a
+// message and recording it.
+const KeepMargin = 10 * time.Minute
+
+// ErrBeforeKept: a run was asked to read from before the oldest message
+// whose rows ackd still keeps.
+var ErrBeforeKept = errors.New("reaches past what ackd still knows")
+
+// Reach is how far back a run may read: max_age, or KeepDone less
+// KeepMargin when that is shorter (clamped reports which).
+func (c Config) Reach() (reach time.Duration, clamped bool) {
+	if c.KeepDone > 0 && c.MaxAge > c.KeepDone-KeepMargin {
+		return max(c.KeepDone-KeepMargin, 0), true
+	}
+	return c.MaxAge, false
 }
 
 // Progress is one channel's progress so far.
 type Progress struct {
-	Channel     string
-	Pages       int // history and replies pages read
-	Messages    int // messages newer than the start, recovered from them
-	Recorded    int
-	Duplicates  int
-	Filtered    int
+	Channel    string
+	Pages      int // history and replies pages read
+	Messages   int // messages newer than the start, recovered from them
+	Recorded   int
+	Duplicates int
+	Filtered   int
+	// Forgotten counts messages not recorded because, by the time they
+	// were, they had grown older than what ackd still knows (KeepDone).
+	Forgotten   int
 	RateLimited int           // 429s honoured
 	Waited      time.Duration // time spent waiting for the budget and Retry-After
 	From, To    string        // the ts range read: after From, before To
@@ -130,6 +176,7 @@ func (r Result) Totals() Progress {
 		t.Recorded += p.Recorded
 		t.Duplicates += p.Duplicates
 		t.Filtered += p.Filtered
+		t.Forgotten += p.Forgotten
 		t.RateLimited += p.RateLimited
 		t.Waited += p.Waited
 	}
@@ -151,9 +198,10 @@ func (r Result) String() string {
 
 // CatchUp recovers messages from channel history.
 type CatchUp struct {
-	cfg Config
-	api *api
-	log *slog.Logger
+	cfg   Config
+	api   *api
+	log   *slog.Logger
+	clock *slackclock.Clock // Slack's, from its answers' Date headers
 }
 
 // New checks cfg and returns a CatchUp.
@@ -189,21 +237,49 @@ func New(cfg Config) (*CatchUp, error) {
 	if !strings.HasSuffix(base, "/") {
 		base += "/"
 	}
-	return &CatchUp{cfg: cfg, api: &api{base: base, token: cfg.Token, hc: cfg.HTTPClient},
-		log: cfg.Logger.With("component", "catchup")}, nil
+	clock := slackclock.New(cfg.Now)
+	c := &CatchUp{cfg: cfg, api: &api{base: base, token: cfg.Token, hc: cfg.HTTPClient, clock: clock},
+		log: cfg.Logger.With("component", "catchup"), clock: clock}
+	if reach, clamped := cfg.Reach(); clamped {
+		c.log.Warn("catch-up reads back at most [retention] done less 10m, not backfill.max_age: an older message's rows may have been pruned, and recording it again would perform its effects again; shorten backfill.max_age or lengthen retention.done",
+			"reach", reach.String(), "max_age", cfg.MaxAge.String(), "retention_done", cfg.KeepDone.String())
+	}
+	return c, nil
 }
 
 // Run catches up every configured channel, one after another. With since
 // zero each channel is read from its mark (or its resume point, when a
-// catch-up was cut short); a channel without a mark gets one at now and is
-// not read (ackd has recorded nothing there to catch up from). With since
-// set, each is read from since. Either way never further back than max_age.
-// The error is for what stops the whole run (auth.test failing, ctx); a
-// channel that fails is reported in its Progress and the run goes on.
+// catch-up was cut short); a channel without a mark gets one at Slack's
+// now and is not read (ackd has recorded nothing there to catch up from).
+// With since set (a time on Slack's clock, as a ts is), each is read from
+// since. Either way never further back than Reach; a since before what
+// ackd still knows (KeepDone) is refused with ErrBeforeKept, nothing read.
+// The error is for what stops the whole run (auth.test failing, ctx, such
+// a since); a channel that fails is reported in its Progress and the run
+// goes on.
 func (c *CatchUp) Run(ctx context.Context, since time.Time) (Result, error) {
+	return c.run(ctx, func(time.Time) time.Time { return since })
+}
+
+// RunAgo is Run from ago before Slack's now (`ackd backfill --since 2h`).
+func (c *CatchUp) RunAgo(ctx context.Context, ago time.Duration) (Result, error) {
+	return c.run(ctx, func(slackNow time.Time) time.Time { return slackNow.Add(-ago) })
+}
+
+func (c *CatchUp) run(ctx context.Context, from func(slackNow time.Time) time.Time) (Result, error) {
 	team, user, err := c.api.authTest(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("catch-up: auth.test: %w", err)
+	}
+	if _, _, known := c.clock.Offset(); !known {
+		c.log.Warn("Slack's answers carry no Date header: catch-up takes Slack's clock to be this host's (a host clock ahead of Slack's would leave marks past messages not yet read)")
+	}
+	_, hi := c.clock.Now()
+	since := from(hi)
+	if _, clamped := c.cfg.Reach(); clamped && !since.IsZero() && since.Before(c.keptFloor(hi)) {
+		reach, _ := c.cfg.Reach()
+		return Result{}, fmt.Errorf("%w: done rows are pruned %s after they complete ([retention] done), so the rows of a message older than %s may be gone, and recording it again would perform its effects again; catch-up reads back at most %s (to %s, Slack's clock)",
+			ErrBeforeKept, c.cfg.KeepDone, reach, reach, store.TimeTS(c.keptFloor(hi)))
 	}
 	botUser := cmp.Or(c.cfg.BotUserID, user)
 	var res Result
@@ -217,13 +293,36 @@ func (c *CatchUp) Run(ctx context.Context, since time.Time) (Result, error) {
 	return res, nil
 }
 
+// keptFloor is the oldest time (on Slack's clock) whose messages' rows are
+// surely still kept, when Slack's clock reads at most slackNow; zero
+// without KeepDone. A done row completes after its message was posted and
+// is pruned KeepDone after that on the store's clock, whose offset from
+// Slack's is measured (the margin covers the rest).
+func (c *CatchUp) keptFloor(slackNow time.Time) time.Time {
+	if c.cfg.KeepDone <= 0 {
+		return time.Time{}
+	}
+	return slackNow.Add(-c.cfg.KeepDone + KeepMargin)
+}
+
 func (c *CatchUp) channel(ctx context.Context, team, botUser, ch string, since time.Time) (p Progress) {
 	p.Channel = ch
-	now := c.cfg.Now()
-	floor := store.TimeTS(now.Add(-c.cfg.MaxAge))
+	// Slack's clock, not this host's, known to within a second or so (the
+	// Date header has whole seconds): the latest it can read now bounds
+	// what is read, so that every message stamped before the run is read
+	// (one stamped in the second after it is the live path's, ackd being
+	// up); the earliest is what the mark may say is read, since every
+	// message stamped before it was there to be read.
+	lo, hi := c.clock.Now()
+	floorAt := hi.Add(-c.cfg.MaxAge)
+	if kept := c.keptFloor(hi); kept.After(floorAt) {
+		floorAt = kept
+	}
+	floor := store.TimeTS(floorAt)
 	// Everything before `end` is read; messages after it are the live
-	// path's, and the next run's.
-	end := store.TimeTS(now)
+	// path's, and the next run's. The mark moves to `read` at most (and
+	// to the newest message recorded).
+	end, read := store.TimeTS(hi), store.TimeTS(lo)
 	p.To = end
 	defer func() {
 		p.Done = true
@@ -272,7 +371,7 @@ func (c *CatchUp) channel(ctx context.Context, team, botUser, ch string, since t
 			// Nothing ever recorded here: the mark starts now, so that an
 			// outage from now on is caught up.
 			p.Note = "no mark yet: the mark starts now"
-			if err := c.cfg.Store.AdvanceMarks(ctx, []store.Mark{{Channel: ch, TS: end}}); err != nil {
+			if err := c.cfg.Store.AdvanceMarks(ctx, []store.Mark{{Channel: ch, TS: read}}); err != nil {
 				p.Err = err
 			}
 			return p
@@ -281,8 +380,9 @@ func (c *CatchUp) channel(ctx context.Context, team, botUser, ch string, since t
 	}
 	if p.From < floor {
 		if since.IsZero() {
-			c.log.Warn("the channel's mark is older than max_age: messages before max_age are not recovered (ackd backfill --since reaches no further either)",
-				"channel", ch, "mark", p.From, "max_age", c.cfg.MaxAge.String())
+			reach, _ := c.cfg.Reach()
+			c.log.Warn("the channel's mark is older than catch-up reaches (backfill.max_age, or retention.done less 10m): older messages are not recovered (ackd backfill --since reaches no further either)",
+				"channel", ch, "mark", p.From, "reach", reach.String(), "from", floor)
 		}
 		p.From = floor
 	}
@@ -335,6 +435,21 @@ func (c *CatchUp) channel(ctx context.Context, team, botUser, ch string, since t
 	slices.SortFunc(items, func(a, b Message) int { return strings.Compare(a.TS, b.TS) })
 	for start := 0; start < len(items); start += c.cfg.Batch {
 		batch := items[start:min(start+c.cfg.Batch, len(items))]
+		// A long run: what was within what ackd keeps when it was read may
+		// have grown older meanwhile.
+		if _, hi := c.clock.Now(); c.cfg.KeepDone > 0 {
+			kept := store.TimeTS(c.keptFloor(hi))
+			i, _ := slices.BinarySearchFunc(batch, kept, func(m Message, ts string) int { return strings.Compare(m.TS, ts) })
+			if i > 0 {
+				c.log.Warn("messages grew older than what ackd keeps ([retention] done) while catch-up ran: not recorded, their rows may have been pruned",
+					"channel", ch, "messages", i, "oldest_kept", kept)
+				p.Forgotten += i
+				batch = batch[i:]
+			}
+		}
+		if len(batch) == 0 {
+			continue
+		}
 		if err := c.record(ctx, &p, batch, botUser, resume, moveMark); err != nil {
 			p.Err = err
 			return p
@@ -344,8 +459,8 @@ func (c *CatchUp) channel(ctx context.Context, team, botUser, ch string, since t
 	if c.cfg.DryRun || !moveMark {
 		return p
 	}
-	// Read to the end: everything before `end` is recorded.
-	if err := c.cfg.Store.AdvanceMarks(ctx, []store.Mark{{Channel: ch, TS: prevTS(end)}}); err != nil {
+	// Read to the end: every message stamped before `read` is recorded.
+	if err := c.cfg.Store.AdvanceMarks(ctx, []store.Mark{{Channel: ch, TS: prevTS(read)}}); err != nil {
 		p.Err = err
 		return p
 	}

@@ -49,6 +49,7 @@ type rig struct {
 	slack *fakeslack.Server
 	st    store.Store
 	cfg   daemon.Config
+	db    string // the SQLite file
 }
 
 func newRig(t *testing.T, toml string) *rig {
@@ -61,14 +62,15 @@ func newRig(t *testing.T, toml string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := daemon.OpenStore(context.Background(), filepath.Join(t.TempDir(), "ackd.db"),
+	db := filepath.Join(t.TempDir(), "ackd.db")
+	st, err := daemon.OpenStore(context.Background(), db,
 		// NORMAL: these tests are about what is recorded, not about fsync.
 		store.Options{Schema: string(schema), Synchronous: "NORMAL", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return &rig{t: t, slack: fakeslack.New(t, token), st: st, cfg: cfg}
+	return &rig{t: t, slack: fakeslack.New(t, token), st: st, cfg: cfg, db: db}
 }
 
 // catchUp runs one catch-up (since zero: from the marks).

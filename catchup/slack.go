@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ackd/ackd/internal/slackclock"
 )
 
 // The Web API methods catch-up calls. Both are paced by the Budget and
@@ -28,6 +30,7 @@ type api struct {
 	base  string // with a trailing slash
 	token string
 	hc    *http.Client
+	clock *slackclock.Clock // told every answer's Date header
 }
 
 // page is one answer of conversations.history or conversations.replies.
@@ -75,10 +78,12 @@ func (a *api) call(ctx context.Context, method string, params url.Values, out an
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Authorization", "Bearer "+a.token)
+	sent := a.clock.LocalNow()
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}
+	a.clock.Observe(resp.Header.Get("Date"), sent, a.clock.LocalNow())
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {

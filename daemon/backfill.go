@@ -260,11 +260,18 @@ func (t *markTracker) flush(ctx context.Context, st store.Store) error {
 // `ackd backfill`: the channels, bounds and translation, with budget the
 // process's one pace of history calls.
 func (c Config) CatchUpConfig(sec Secrets, st store.Store, budget *slackrate.Budget) catchup.Config {
-	return catchup.Config{
+	cc := catchup.Config{
 		Channels: c.BackfillChannels(), MaxAge: c.Backfill.MaxAge.Duration, Limit: c.Backfill.Limit,
 		Replies: c.Backfill.Replies, Token: sec.BotToken, APIURL: c.Slack.APIURL, BotUserID: c.Slack.BotUserID,
 		Budget: budget, Translate: Recovery(c, sec), Store: st,
+		// Never further back than done rows are kept: a message whose rows
+		// were pruned would be recorded and performed again.
+		KeepDone: c.Retention.Done.Duration,
 	}
+	if st != nil {
+		cc.Now = st.Now // the clock the store prunes by
+	}
+	return cc
 }
 
 // catchUpLoop runs the catch-up of serve: once after start (on_start).

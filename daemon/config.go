@@ -423,6 +423,9 @@ func (c *Config) Validate() error {
 	if c.Retention.Receipts.Duration < 10*time.Minute {
 		bad("retention.receipts: %s is shorter than Slack's retry window (about 6 minutes)", c.Retention.Receipts.Duration)
 	}
+	if w := c.backfillReachWarning(); w != "" {
+		c.Warnings = append(c.Warnings, w)
+	}
 
 	errs = append(errs, c.validateBackfill(warn)...)
 	c.validateOAuth(bad)

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/ackd/ackd/store"
 )
 
 // A post is confirmed before it is repeated. chat.postMessage has no
@@ -18,17 +21,30 @@ import (
 // Every post carries its row's key in its metadata (MetadataEventType,
 // event_payload.idempotency_key), so before posting again the performer
 // looks for it: conversations.history of the channel, or
-// conversations.replies of the thread, with include_all_metadata, from a
-// little before the row's first claim, a bounded number of pages. Found:
-// the row is done with that message's channel and ts and nothing is
-// posted. Not found: it posts. When the lookup cannot be made (a history
-// scope is missing, the bot is not in the channel, the channel is given by
-// name), it posts anyway (at-least-once, as without the lookup), logs it
-// once per channel and notes it on the row.
+// conversations.replies of the thread, with include_all_metadata, a
+// bounded number of pages, newest first. A message is the earlier post
+// only when it carries the key AND was posted by this app's bot (its
+// bot_id is the one auth.test names for the row's token: identity.go);
+// another app's message with the same key is not ours. Found: the row is
+// done with that message's channel and ts and nothing is posted. Not
+// found: it posts. When the lookup cannot be made (a history scope is
+// missing, the bot is not in the channel, the channel is given by name,
+// the token's bot cannot be learned), it posts anyway (at-least-once, as
+// without the lookup), logs it once per channel and notes it on the row.
 //
-// Limits: a message whose metadata an admin policy strips, or one older
-// than the lookup's window or deeper than its pages, is not found, and the
-// post is repeated.
+// The window's lower end (oldest) is on Slack's clock, since a message's
+// ts is Slack's: the row's own Slack timestamp when it has one (the
+// event's message ts or event_ts: Slack stamped it before anything was
+// posted for it), else the row's first claim turned into Slack's clock by
+// the offset measured from the Date header of Slack's answers
+// (internal/slackclock; auth.test has just been asked, or answered
+// earlier). Either way less confirmSkew, for what the measure cannot see.
+//
+// Limits: a message whose metadata an admin policy strips, or one deeper
+// than the lookup's pages, is not found, and the post is repeated. A row
+// without a Slack timestamp (a slash command's) first claimed by another
+// host, or on PostgreSQL (whose clock stamps the claim), relies on that
+// clock being within confirmSkew of this host's.
 
 // Outcomes of a lookup (the metric's label values).
 const (
@@ -47,9 +63,9 @@ var ConfirmOutcomes = []string{ConfirmFound, ConfirmNotFound, ConfirmImpossible,
 const DefaultHistoryRate = 20
 
 const (
-	// confirmSkew is how far before the row's first claim the lookup
-	// starts: Slack's clock and this host's differ by a little, and a
-	// message's ts is Slack's.
+	// confirmSkew is how far before its lower bound on Slack's clock the
+	// lookup starts: for what the measured offset cannot see (the clock
+	// of another host or of the database that stamped the first claim).
 	confirmSkew = 2 * time.Minute
 	// confirmPages and confirmPageSize bound one lookup: newest first,
 	// at most this many pages of this many messages (Slack recommends no
@@ -77,19 +93,16 @@ type lookupProgress struct {
 // lookup found nothing or could not be made; note says which, for the row.
 // An error means the lookup must be tried again later (rate limited, or
 // Slack failed to answer it): nothing may be posted meanwhile.
-func (e *effects) confirmPost(ctx context.Context, api *slack.Client, job Job, channel, thread string) (found *postRef, note string, err error) {
+func (e *effects) confirmPost(ctx context.Context, api *slack.Client, token string, job Job, channel, thread string) (found *postRef, note string, err error) {
 	method := "conversations.history"
 	if thread != "" {
 		method = "conversations.replies"
 	}
-	since := job.Row.FirstClaimedAt
-	if since.IsZero() {
-		since = job.Row.CreatedAt
+	me, note, err := e.whoAmI(ctx, api, token, job)
+	if err != nil || note != "" {
+		return nil, note, err
 	}
-	oldest := ""
-	if !since.IsZero() {
-		oldest = slackTS(since.Add(-confirmSkew))
-	}
+	oldest := e.lookupFrom(job)
 	var at lookupProgress
 	if v, ok := e.progress.LoadAndDelete(job.Row.ID); ok && v.(lookupProgress).method == method {
 		at = v.(lookupProgress)
@@ -139,14 +152,20 @@ func (e *effects) confirmPost(ctx context.Context, api *slack.Client, job Job, c
 		}
 		at.read += len(msgs)
 		for _, m := range msgs {
-			if k, _ := m.Metadata.EventPayload["idempotency_key"].(string); m.Metadata.EventType == MetadataEventType && k == job.Row.Key {
-				e.progress.Delete(job.Row.ID)
-				e.confirmed(ConfirmFound)
-				e.log.Info("earlier post found before posting again: the row is done with it, nothing posted",
-					"key", job.Row.Key, "channel", channel, "ts", m.Timestamp, "method", method, "pages", at.page+1)
-				return &postRef{channel: channel, ts: m.Timestamp},
-					fmt.Sprintf("confirmed: found the earlier post (ts %s) through %s; not posted again", m.Timestamp, method), nil
+			if k, _ := m.Metadata.EventPayload["idempotency_key"].(string); m.Metadata.EventType != MetadataEventType || k != job.Row.Key {
+				continue
 			}
+			if m.BotID != me.botID {
+				e.log.Info("a message with this row's key was posted by another bot: not ours, passed over",
+					"key", job.Row.Key, "channel", channel, "ts", m.Timestamp, "bot_id", m.BotID, "our_bot_id", me.botID)
+				continue
+			}
+			e.progress.Delete(job.Row.ID)
+			e.confirmed(ConfirmFound)
+			e.log.Info("earlier post found before posting again: the row is done with it, nothing posted",
+				"key", job.Row.Key, "channel", channel, "ts", m.Timestamp, "method", method, "pages", at.page+1)
+			return &postRef{channel: channel, ts: m.Timestamp},
+				fmt.Sprintf("confirmed: found the earlier post (ts %s) through %s; not posted again", m.Timestamp, method), nil
 		}
 		if next == "" {
 			e.progress.Delete(job.Row.ID)
@@ -159,6 +178,39 @@ func (e *effects) confirmPost(ctx context.Context, api *slack.Client, job Job, c
 	e.confirmed(ConfirmNotFound)
 	return nil, fmt.Sprintf("confirmed: no earlier post in %d pages (%d messages) of %s since %s, more not read; posted",
 		confirmPages, at.read, method, oldest), nil
+}
+
+// lookupFrom is the lookup's oldest (a ts on Slack's clock): the row's own
+// Slack timestamp when it has one, else its first claim on Slack's clock
+// by the measured offset; less confirmSkew either way.
+func (e *effects) lookupFrom(job Job) string {
+	if t, ok := slackTime(job.Payload.Facts); ok {
+		return slackTS(t.Add(-confirmSkew))
+	}
+	since := job.Row.FirstClaimedAt
+	if since.IsZero() {
+		since = job.Row.CreatedAt
+	}
+	if since.IsZero() {
+		return ""
+	}
+	return slackTS(e.cfg.SlackClock.Lower(since).Add(-confirmSkew))
+}
+
+// slackTime is the Slack timestamp of the request a row came from: its
+// message's ts, else the inner event's event_ts. Both were stamped by
+// Slack's clock before anything was posted for the row.
+func slackTime(f Facts) (time.Time, bool) {
+	if store.ValidTS(f.TS) {
+		return store.TSTime(f.TS), true
+	}
+	var ev struct {
+		EventTS string `json:"event_ts"`
+	}
+	if len(f.Event) > 0 && json.Unmarshal(f.Event, &ev) == nil && store.ValidTS(ev.EventTS) {
+		return store.TSTime(ev.EventTS), true
+	}
+	return time.Time{}, false
 }
 
 // lookupFailed decides what a failed history call means: rate limited →

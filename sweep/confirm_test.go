@@ -37,7 +37,7 @@ func newConfirmRig(t *testing.T, mods ...func(*sweep.EffectConfig)) *confirmRig 
 		rate: slackrate.New(60000), logs: &logSink{}, tally: map[string]int{}}
 	r.st = openStore(t, r.c.Now)
 	log := slog.New(slog.NewTextHandler(r.logs, nil))
-	ec := sweep.EffectConfig{BotToken: confirmToken, APIURL: r.api.URL(), Logger: log, History: r.rate,
+	ec := sweep.EffectConfig{BotToken: confirmToken, APIURL: r.api.URL(), Logger: log, History: r.rate, Now: r.c.Now,
 		OnConfirm: func(o string) { r.mu.Lock(); r.tally[o]++; r.mu.Unlock() }}
 	for _, m := range mods {
 		m(&ec)

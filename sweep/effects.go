@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+	"golang.org/x/sync/singleflight"
 
+	"github.com/ackd/ackd/internal/slackclock"
 	"github.com/ackd/ackd/internal/slackrate"
 )
 
@@ -44,6 +46,10 @@ type EffectConfig struct {
 	// OnConfirm, when set, is told each lookup's outcome (ConfirmFound,
 	// ConfirmNotFound, ConfirmImpossible, ConfirmRateLimited): a metric.
 	OnConfirm func(outcome string)
+	// SlackClock, when set, is told of every Web API answer's Date header
+	// and gives the lookup's window Slack's clock (confirm.go); nil:
+	// Effects makes one over Now.
+	SlackClock *slackclock.Clock
 }
 
 // Effects returns the performers for every effect a route can name: log,
@@ -68,6 +74,12 @@ func Effects(cfg EffectConfig) Registry {
 	if !strings.HasSuffix(apiURL, "/") {
 		apiURL += "/" // slack-go appends the method name to the base as is
 	}
+	if cfg.SlackClock == nil {
+		cfg.SlackClock = slackclock.New(cfg.Now)
+	}
+	// Every answer from the Web API tells Slack's clock (its Date header);
+	// cfg.HTTPClient is already this package's own copy.
+	cfg.HTTPClient.Transport = cfg.SlackClock.Transport(cfg.HTTPClient.Transport, apiURL)
 	e := &effects{cfg: cfg, apiURL: apiURL, log: cfg.Logger.With("component", "effects")}
 	if cfg.BotToken != "" {
 		e.api = slack.New(cfg.BotToken, slack.OptionAPIURL(apiURL), slack.OptionHTTPClient(cfg.HTTPClient))
@@ -106,11 +118,17 @@ type effects struct {
 	// apiURL is the Web API base, with its trailing slash.
 	apiURL string
 	log    *slog.Logger
-	// impossible holds the channels a post's lookup could not read, each
-	// logged once.
+	// impossible holds the channels a post's lookup could not read, and
+	// the installations ("auth.test:KEY") whose bot could not be learned,
+	// each logged once.
 	impossible sync.Map
 	// progress holds, by row id, the lookups cut short (lookupProgress).
 	progress sync.Map
+	// ids holds, by installation ("" for SLACK_BOT_TOKEN), the bot its
+	// token posts as (identity.go); whoami shares one auth.test among
+	// the lookups that need it at once.
+	ids    sync.Map
+	whoami singleflight.Group
 }
 
 // render renders the template param key, or returns def when src is empty.

@@ -22,7 +22,7 @@ const MetadataEventType = "ackd_effect"
 // attempt may have posted (Row.OutcomeUnknown), it first looks for that
 // post by its metadata and, found, is done with it (confirmPost).
 func (e *effects) post(ctx context.Context, job Job) (Outcome, error) {
-	api, err := e.webAPI(ctx, job)
+	api, token, err := e.client(ctx, job)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -53,7 +53,7 @@ func (e *effects) post(ctx context.Context, job Job) (Outcome, error) {
 	// An earlier attempt may have posted: look for it first (confirm.go).
 	note := ""
 	if job.Row.OutcomeUnknown && !e.cfg.NoConfirm {
-		found, n, err := e.confirmPost(ctx, api, job, channel, thread)
+		found, n, err := e.confirmPost(ctx, api, token, job, channel, thread)
 		if err != nil {
 			return Outcome{}, err
 		}

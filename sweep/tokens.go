@@ -34,34 +34,40 @@ const notInstalledRetry = 5 * time.Second
 // client of SLACK_BOT_TOKEN. A row that cannot get a token fails with the
 // reason.
 func (e *effects) webAPI(ctx context.Context, job Job) (*slack.Client, error) {
+	api, _, err := e.client(ctx, job)
+	return api, err
+}
+
+// client is webAPI with the token the client carries.
+func (e *effects) client(ctx context.Context, job Job) (*slack.Client, string, error) {
 	if e.cfg.Tokens == nil {
 		if e.api == nil {
-			return nil, permanent("no_bot_token", "SLACK_BOT_TOKEN is not set; the Web API effects need a bot token")
+			return nil, "", permanent("no_bot_token", "SLACK_BOT_TOKEN is not set; the Web API effects need a bot token")
 		}
-		return e.api, nil
+		return e.api, e.cfg.BotToken, nil
 	}
 	key := job.Payload.Facts.Install
 	if key == "" {
-		return nil, permanent("no_team", "the row names no team to take a token from (recorded without [oauth], or a request without team_id)")
+		return nil, "", permanent("no_team", "the row names no team to take a token from (recorded without [oauth], or a request without team_id)")
 	}
 	tok, err := e.cfg.Tokens.BotToken(ctx, key)
 	var f *Failure
 	switch {
 	case err == nil:
-		return slack.New(tok, slack.OptionAPIURL(e.apiURL), slack.OptionHTTPClient(e.cfg.HTTPClient)), nil
+		return slack.New(tok, slack.OptionAPIURL(e.apiURL), slack.OptionHTTPClient(e.cfg.HTTPClient)), tok, nil
 	case errors.Is(err, ErrNotInstalled):
 		wait := e.cfg.NotInstalledWait
 		if wait <= 0 {
 			wait = DefaultNotInstalledWait
 		}
 		if age := e.cfg.Now().Sub(job.Row.CreatedAt); age < wait {
-			return nil, &Failure{Class: Waiting, RetryAfter: notInstalledRetry, Code: "not_installed",
+			return nil, "", &Failure{Class: Waiting, RetryAfter: notInstalledRetry, Code: "not_installed",
 				Err: errors.New("no installation for team " + key + " yet; waiting for it to be installed")}
 		}
-		return nil, permanent("not_installed", "no installation for team %s within %s of the row's recording: install the app in that workspace, then ackd outbox retry", key, wait)
+		return nil, "", permanent("not_installed", "no installation for team %s within %s of the row's recording: install the app in that workspace, then ackd outbox retry", key, wait)
 	case errors.As(err, &f):
-		return nil, f
+		return nil, "", f
 	default:
-		return nil, &Failure{Class: Retryable, Code: "token", Err: err}
+		return nil, "", &Failure{Class: Retryable, Code: "token", Err: err}
 	}
 }

@@ -13,7 +13,12 @@
 // It keeps a history per channel (history.go): chat.postMessage stores what
 // it posts, with its metadata; AddMessage seeds other messages; and
 // conversations.history / conversations.replies page through them as Slack
-// does. auth.test names the fake's bot (SetBot). A scripted Response can
+// does. Every token posts as its own bot (Bot: the server's token as
+// SetBot says, others added with AddToken, OAuth-issued ones as their
+// grant): chat.postMessage stamps the message with that bot's user, bot_id
+// and app_id, and auth.test answers with them. Its clock can be set off
+// the host's (SetClockOffset): the ts it mints and its Date header follow
+// it, as Slack's would on a host whose clock is wrong. A scripted Response can
 // also perform the call first (Store) and then answer badly: hang (Delay),
 // drop the connection (Drop), or send an error or a 5xx.
 //
@@ -99,7 +104,10 @@ type Server struct {
 	lastTS  int64               // the newest ts handed out, in microseconds
 	botUser string              // auth.test's user_id, the poster of chat.postMessage
 	botID   string
+	appID   string
 	team    string
+	bots    map[string]Bot // AddToken: other tokens and who they post as
+	offset  time.Duration  // SetClockOffset: the fake's clock minus the host's
 
 	oauth *oauthState // oauth.go: client credentials, issued tokens; nil until used
 }
@@ -108,7 +116,7 @@ type Server struct {
 func New(tb testing.TB, token string) *Server {
 	tb.Helper()
 	s := &Server{token: token, script: map[string][]Response{},
-		botUser: "U0FAKEBOT", botID: "B0FAKEBOT", team: "T0FAKE"}
+		botUser: "U0FAKEBOT", botID: "B0FAKEBOT", appID: "A0FAKEAPP", team: "T0FAKE", bots: map[string]Bot{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	tb.Cleanup(s.srv.Close)
 	return s
@@ -123,6 +131,51 @@ func (s *Server) SetBot(userID, botID, team string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.botUser, s.botID, s.team = userID, botID, team
+}
+
+// Bot is who a token posts as: the user, bot_id and app_id that
+// chat.postMessage stamps on its messages and that auth.test answers.
+type Bot struct {
+	UserID, BotID, AppID, TeamID string
+}
+
+// AddToken makes token valid too, posting as b: another app in the same
+// workspace (a staging app beside production), or another installation.
+func (s *Server) AddToken(token string, b Bot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bots[token] = b
+}
+
+// SetClockOffset sets the fake's clock off the host's by d: the ts of every
+// message it stores from now on, and the Date header of its answers, read
+// the host's time plus d (a negative d: Slack's clock is behind ackd's).
+func (s *Server) SetClockOffset(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.offset = d
+}
+
+// Now is the fake's clock: the host's plus the offset.
+func (s *Server) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nowLocked()
+}
+
+func (s *Server) nowLocked() time.Time { return time.Now().Add(s.offset) }
+
+// botOf is who token posts as; s.mu is held.
+func (s *Server) botOf(token string) Bot {
+	if b, ok := s.bots[token]; ok {
+		return b
+	}
+	if s.oauth != nil {
+		if t := s.oauth.tokens[token]; t != nil {
+			return t.grant.bot()
+		}
+	}
+	return Bot{UserID: s.botUser, BotID: s.botID, AppID: s.appID, TeamID: s.team}
 }
 
 // Script queues responses for method ("chat.postMessage"); each call uses the
@@ -182,6 +235,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.calls = append(s.calls, c)
 	resp, scripted := s.next(c.Method)
 	tokenErr := s.tokenError(c.Token)
+	w.Header().Set("Date", s.nowLocked().UTC().Format(http.TimeFormat))
 	s.mu.Unlock()
 
 	switch {
@@ -221,13 +275,14 @@ func (s *Server) envelope(c Call) any {
 	p := c.Params
 	switch c.Method {
 	case "chat.postMessage":
-		m := s.postMessage(p)
+		m := s.postMessage(p, s.botOf(c.Token))
 		msg := m.json(false)
 		return map[string]any{"ok": true, "channel": p.Get("channel"), "ts": m.TS, "message": msg}
 	case "chat.update":
+		b := s.botOf(c.Token)
 		return map[string]any{
 			"ok": true, "channel": p.Get("channel"), "ts": p.Get("ts"), "text": p.Get("text"),
-			"message": map[string]any{"type": "message", "text": p.Get("text"), "user": s.botUser, "bot_id": s.botID},
+			"message": map[string]any{"type": "message", "text": p.Get("text"), "user": b.UserID, "bot_id": b.BotID, "app_id": b.AppID},
 		}
 	case "reactions.add":
 		return map[string]any{"ok": true}
@@ -239,8 +294,9 @@ func (s *Server) envelope(c Call) any {
 		if b, ok := s.authTest(c.Token); ok {
 			return b
 		}
+		b := s.botOf(c.Token)
 		return map[string]any{"ok": true, "url": "https://fake.slack.test/", "team": "Fake",
-			"user": "fakebot", "team_id": s.team, "user_id": s.botUser, "bot_id": s.botID}
+			"user": "fakebot", "team_id": b.TeamID, "user_id": b.UserID, "bot_id": b.BotID, "app_id": b.AppID}
 	default:
 		return map[string]any{"ok": false, "error": "unknown_method"}
 	}

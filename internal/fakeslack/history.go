@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // The fake keeps every message in a per-channel history, as Slack does:
@@ -28,6 +27,7 @@ type Message struct {
 	ThreadTS string // set for a thread parent (= TS) or a reply
 	User     string
 	BotID    string
+	AppID    string // the app that posted it (with BotID: bot_profile.app_id too)
 	Subtype  string
 	Text     string
 	// Broadcast: a reply also shown in the channel (subtype thread_broadcast).
@@ -65,6 +65,12 @@ func (m *Message) json(withMetadata bool) map[string]any {
 	}
 	if m.BotID != "" {
 		out["bot_id"] = m.BotID
+		if m.AppID != "" {
+			out["bot_profile"] = map[string]any{"id": m.BotID, "app_id": m.AppID}
+		}
+	}
+	if m.AppID != "" {
+		out["app_id"] = m.AppID
 	}
 	if m.Subtype != "" {
 		out["subtype"] = m.Subtype
@@ -91,10 +97,11 @@ type channel struct {
 	byTS     map[string]*Message
 }
 
-// nextTS returns a ts after every one given so far: wall-clock microseconds,
-// bumped when two calls fall on the same microsecond. s.mu is held.
+// nextTS returns a ts after every one given so far: the fake's clock in
+// microseconds (the host's plus SetClockOffset), bumped when two calls fall
+// on the same microsecond. s.mu is held.
 func (s *Server) nextTS() string {
-	us := time.Now().UnixMicro()
+	us := s.nowLocked().UnixMicro()
 	if us <= s.lastTS {
 		us = s.lastTS + 1
 	}
@@ -180,11 +187,11 @@ func (s *Server) MessagesWithKey(ch, key string) []Message {
 	return out
 }
 
-// postMessage stores what chat.postMessage posts and returns the stored
-// message; s.mu is held.
-func (s *Server) postMessage(p url.Values) *Message {
+// postMessage stores what chat.postMessage posts as bot b and returns the
+// stored message; s.mu is held.
+func (s *Server) postMessage(p url.Values, b Bot) *Message {
 	m := Message{
-		Text: p.Get("text"), User: s.botUser, BotID: s.botID, Subtype: "bot_message",
+		Text: p.Get("text"), User: b.UserID, BotID: b.BotID, AppID: b.AppID, Subtype: "bot_message",
 		ThreadTS: p.Get("thread_ts"), Broadcast: p.Get("reply_broadcast") == "true",
 	}
 	if raw := p.Get("metadata"); raw != "" {

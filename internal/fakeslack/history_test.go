@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -164,6 +165,60 @@ func TestHistory(t *testing.T) {
 		r, err := api.AuthTestContext(ctx)
 		if err != nil || r.UserID != "UBOT" || r.BotID != "BBOT" || r.TeamID != "T1" {
 			t.Fatalf("%+v %v", r, err)
+		}
+	})
+
+	t.Run("each token posts as its own bot; auth.test answers per token", func(t *testing.T) {
+		fs, api := newClient(t)
+		fs.AddToken("xoxb-other", Bot{UserID: "U2", BotID: "B2", AppID: "A2", TeamID: "T1"})
+		other := slack.New("xoxb-other", slack.OptionAPIURL(fs.URL()))
+		if _, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("mine", false)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := other.PostMessageContext(ctx, "C1", slack.MsgOptionText("theirs", false)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{ChannelID: "C1"})
+		if err != nil || len(resp.Messages) != 2 {
+			t.Fatalf("%+v %v", resp, err)
+		}
+		theirs, mine := resp.Messages[0], resp.Messages[1]
+		if mine.BotID != "B0FAKEBOT" || mine.User != "U0FAKEBOT" || mine.BotProfile == nil || mine.BotProfile.AppID != "A0FAKEAPP" ||
+			theirs.BotID != "B2" || theirs.User != "U2" || theirs.BotProfile == nil || theirs.BotProfile.AppID != "A2" {
+			t.Fatalf("mine %+v, theirs %+v", mine.Msg, theirs.Msg)
+		}
+		r, err := other.AuthTestContext(ctx)
+		if err != nil || r.UserID != "U2" || r.BotID != "B2" || r.TeamID != "T1" {
+			t.Fatalf("auth.test with the other token: %+v %v", r, err)
+		}
+		if r, err := api.AuthTestContext(ctx); err != nil || r.BotID != "B0FAKEBOT" {
+			t.Fatalf("auth.test with the fake's token: %+v %v", r, err)
+		}
+	})
+
+	t.Run("a clock offset moves the ts it mints and its Date header", func(t *testing.T) {
+		for _, off := range []time.Duration{-10 * time.Minute, 10 * time.Minute} {
+			fs, api := newClient(t)
+			fs.SetClockOffset(off)
+			before := time.Now()
+			_, ts, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("x", false))
+			after := time.Now()
+			if err != nil {
+				t.Fatal(err)
+			}
+			us, _ := tsMicros(ts)
+			got := time.UnixMicro(us)
+			if got.Before(before.Add(off)) || got.After(after.Add(off)) {
+				t.Fatalf("offset %s: ts %s (%s), want between %s and %s", off, ts, got, before.Add(off), after.Add(off))
+			}
+			at, err := api.AuthTestContext(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			date, err := http.ParseTime(at.Header.Get("Date"))
+			if err != nil || date.Before(before.Add(off).Add(-time.Second)) || date.After(time.Now().Add(off)) {
+				t.Fatalf("offset %s: Date %q (%v)", off, at.Header.Get("Date"), err)
+			}
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package fakeslack
 
 import (
+	"cmp"
 	"crypto/rand"
 	"fmt"
 	"net/http"
@@ -21,6 +22,7 @@ type Grant struct {
 	EnterpriseID, EnterpriseName string
 	EnterpriseInstall            bool
 	BotUserID, BotID             string
+	AppID                        string // default A0FAKEAPP
 	Scope, UserScope             string
 	InstallerUserID              string
 }
@@ -31,6 +33,11 @@ func (g Grant) Key() string {
 		return g.EnterpriseID
 	}
 	return g.TeamID
+}
+
+// bot is who the grant's tokens post as.
+func (g Grant) bot() Bot {
+	return Bot{UserID: g.BotUserID, BotID: g.BotID, AppID: cmp.Or(g.AppID, "A0FAKEAPP"), TeamID: g.TeamID}
 }
 
 // Refresh is one grant_type=refresh_token call the fake answered.
@@ -165,6 +172,9 @@ func (s *Server) tokenError(token string) string {
 	case token == s.token:
 		return ""
 	}
+	if _, ok := s.bots[token]; ok {
+		return ""
+	}
 	t := s.oauthLocked().tokens[token]
 	switch {
 	case t == nil:
@@ -186,7 +196,7 @@ func (s *Server) authTest(token string) (map[string]any, bool) {
 	}
 	g := t.grant
 	return map[string]any{"ok": true, "url": "https://fake.slack.test/", "team": g.TeamName, "user": "bot",
-		"team_id": g.TeamID, "user_id": g.BotUserID, "bot_id": g.BotID, "enterprise_id": g.EnterpriseID,
+		"team_id": g.TeamID, "user_id": g.BotUserID, "bot_id": g.BotID, "app_id": g.bot().AppID, "enterprise_id": g.EnterpriseID,
 		"is_enterprise_install": g.EnterpriseInstall}, true
 }
 
@@ -260,7 +270,7 @@ func (s *Server) issue(g Grant, now time.Time) any {
 	tok := "xoxb-" + g.Key() + "-" + rand.Text()[:12]
 	rec := &issued{grant: g, issued: now}
 	resp := map[string]any{"ok": true, "access_token": tok, "token_type": "bot", "scope": g.Scope,
-		"bot_user_id": g.BotUserID, "app_id": "A0FAKEAPP",
+		"bot_user_id": g.BotUserID, "app_id": g.bot().AppID,
 		"team": nil, "enterprise": nil, "is_enterprise_install": g.EnterpriseInstall,
 		"authed_user": map[string]any{"id": g.InstallerUserID, "scope": g.UserScope}}
 	if g.TeamID != "" {
