@@ -403,17 +403,21 @@ func sweepCmd(g *globals) *cobra.Command {
 				}
 				log := g.logger()
 				ec := cfg.EffectConfig(sec, log, nil)
-				svc, err := cfg.OAuthService(sec, st, log, nil, nil)
+				svc, err := cfg.OAuthService(sec, st, log, nil, nil, nil)
 				if err != nil {
 					return err
 				}
 				if svc != nil {
 					// Tokens due for a refresh first; one another process
 					// is refreshing (its lease) is left to it.
-					if rr, err := svc.RefreshDue(ctx); err != nil {
+					rr, err := svc.RefreshDue(ctx)
+					if err != nil {
 						fmt.Fprintf(g.stderr, "ackd sweep: token refresh pass failed: %v\n", err)
 					} else if rr.Refreshed+rr.Held+rr.Failed > 0 {
 						fmt.Fprintf(g.stderr, "ackd sweep: tokens refreshed=%d left_to_another_process=%d failed=%d\n", rr.Refreshed, rr.Held, rr.Failed)
+					}
+					if rr.Sealed > 0 {
+						fmt.Fprintf(g.stderr, "ackd sweep: %d installations do not open with ACKD_TOKEN_KEY (nor ACKD_TOKEN_KEY_OLD): their rows wait\n", rr.Sealed)
 					}
 					ec.Tokens = svc
 				}

@@ -370,7 +370,7 @@ func TestOAuthUninstall(t *testing.T) {
 	})
 
 	body, _ := json.Marshal(map[string]any{"token": "tok", "team_id": "T1", "api_app_id": "A0FAKEAPP", "type": "event_callback",
-		"event_id": "EvUninstall", "event_time": 1700000000, "event": map[string]any{"type": "app_uninstalled", "event_ts": "1700000001.000000"},
+		"event_id": "EvUninstall", "event_time": time.Now().Unix(), "event": map[string]any{"type": "app_uninstalled", "event_ts": "1700000001.000000"},
 		"authorizations": []map[string]any{{"team_id": "T1", "is_enterprise_install": false}}})
 	cut := time.Now()
 	if r := e.postEvent(body); r.Status != 200 {
@@ -501,7 +501,7 @@ func TestOAuthTokensRevoked(t *testing.T) {
 	e.install(t, team("T1"))
 	revoked := func(id string, bots []string) []byte {
 		b, _ := json.Marshal(map[string]any{"token": "tok", "team_id": "T1", "api_app_id": "A0FAKEAPP", "type": "event_callback",
-			"event_id": id, "event_time": 1700000000, "authorizations": []map[string]any{{"team_id": "T1"}},
+			"event_id": id, "event_time": time.Now().Unix(), "authorizations": []map[string]any{{"team_id": "T1"}},
 			"event": map[string]any{"type": "tokens_revoked", "tokens": map[string]any{"oauth": []string{"UHUMAN"}, "bot": bots}}})
 		return b
 	}
