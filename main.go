@@ -342,11 +342,12 @@ func configCmd(g *globals) *cobra.Command {
 			} else {
 				checks = daemon.CheckConfig(cmd.Context(), cfg, sec, schema)
 			}
-			failed, warned := 0, 0
+			failed, warned, keyOnly := 0, 0, true
 			for _, c := range checks {
 				switch c.Status {
 				case daemon.CheckFail:
 					failed++
+					keyOnly = keyOnly && c.Name == daemon.CheckTokenKey
 				case daemon.CheckWarn:
 					warned++
 				}
@@ -361,6 +362,9 @@ func configCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(w, "%-4s\t%s\t%s\n", c.Status, c.Name, c.Detail)
 				}
 				w.Flush()
+			}
+			if failed > 0 && keyOnly {
+				return fmt.Errorf("config check: %d failed: serve would start, but the rows of those teams would wait", failed)
 			}
 			if failed > 0 {
 				return fmt.Errorf("config check: %d failed: serve would not start", failed)

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 
 	"github.com/ackd/ackd/oauth"
 	"github.com/ackd/ackd/store"
 )
+
+// CheckTokenKey names the check of the installations' token key.
+const CheckTokenKey = "token key"
 
 // checkTokenKey opens, with [oauth], every installation's sealed tokens
 // with ACKD_TOKEN_KEY (and ACKD_TOKEN_KEY_OLD), read-only: a wrong key
@@ -19,7 +23,7 @@ import (
 // yet: other checks say so).
 func checkTokenKey(ctx context.Context, cfg Config, sec Secrets, schema string) (Check, bool) {
 	c := func(status, format string, a ...any) (Check, bool) {
-		return Check{Name: "token key", Status: status, Detail: fmt.Sprintf(format, a...)}, true
+		return Check{Name: CheckTokenKey, Status: status, Detail: fmt.Sprintf(format, a...)}, true
 	}
 	if cfg.OAuth == nil {
 		return Check{}, false
@@ -28,14 +32,16 @@ func checkTokenKey(ctx context.Context, cfg Config, sec Secrets, schema string) 
 	if err != nil {
 		return Check{}, false // the secrets check names it
 	}
+	if !IsPostgres(cfg.DB) {
+		if _, err := os.Stat(cfg.DB); errors.Is(err, fs.ErrNotExist) {
+			return Check{}, false // not created yet: no installation to open
+		}
+	}
 	opts := cfg.StoreOptions(schema, nil)
 	opts.ReadOnly, opts.MustExist, opts.NoMigrate = true, true, true
 	opts.MinSchema = 1
 	opts.Role = store.RoleCLI
 	st, err := OpenStore(ctx, cfg.DB, opts)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Check{}, false
-	}
 	if err != nil {
 		return c(CheckWarn, "could not open the database to check the installations' keys: %v", err)
 	}
@@ -53,6 +59,9 @@ func checkTokenKey(ctx context.Context, cfg Config, sec Secrets, schema string) 
 			len(kc.Sealed), kc.Total, listed(kc.Sealed))
 	case len(kc.Old) > 0:
 		return c(CheckWarn, "%d of %d installations open only with ACKD_TOKEN_KEY_OLD: run ackd installs rekey", len(kc.Old), kc.Total)
+	}
+	if kc.Total == 0 {
+		return c(CheckOK, "no installations yet (each is sealed with ACKD_TOKEN_KEY when it is made)")
 	}
 	return c(CheckOK, "every installation (%d) opens with ACKD_TOKEN_KEY", kc.Total)
 }

@@ -35,6 +35,7 @@ var testTokenKey = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)
 type oauthEnv struct {
 	*testServer
 	fake *fakeslack.Server
+	cfg  daemon.Config
 }
 
 // startOAuth runs ackd with [oauth] against a fake Slack whose authorize
@@ -58,7 +59,7 @@ authorize_url = "%s/oauth/v2/authorize"
 `, fake.URL(), testClientID, api)+routes)
 	opts.Secrets.ClientSecret = testClientSecret
 	opts.Secrets.TokenKey = testTokenKey
-	return &oauthEnv{testServer: startServer(t, cfg, opts), fake: fake}
+	return &oauthEnv{testServer: startServer(t, cfg, opts), fake: fake, cfg: cfg}
 }
 
 var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
