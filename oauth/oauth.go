@@ -35,6 +35,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -106,6 +107,9 @@ type Service struct {
 	// sealed is how many installations did not open with the keys at the
 	// last look (CheckKeys, each refresh pass): /healthz says so.
 	sealed atomic.Int64
+	// lost holds, per installation key, when a refresh call first got no
+	// answer (Slack may have rotated) until a refresh succeeds or is refused.
+	lost sync.Map
 }
 
 // New returns a Service over st. Its handlers and refresher run when the
@@ -269,7 +273,6 @@ func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
 		return t, nil // refreshed by another process meanwhile
 	}
 	var resp *slack.OAuthV2Response
-	lost := time.Time{} // when a call's answer was lost (zero: none was)
 	for try := 1; ; try++ {
 		cctx, cancel := context.WithTimeout(ctx, refreshCall)
 		resp, err = slack.RefreshOAuthV2TokenContext(cctx, s.hc, s.cfg.ClientID, s.cfg.ClientSecret, t.Refresh, s.oauthOpts()...)
@@ -279,17 +282,17 @@ func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
 		}
 		var ser slack.SlackErrorResponse
 		if errors.As(err, &ser) && permanentRefresh[ser.Err] {
-			if !lost.IsZero() {
+			if at, ok := s.lost.LoadAndDelete(key); ok {
 				s.log.Error("a token refresh's answer was lost, and Slack refused the same refresh token when it was tried again: Slack's grace period for it had passed",
-					"team", key, "lost_ago", s.st.Now().Sub(lost).Round(time.Millisecond), "tries", try)
+					"team", key, "lost_ago", s.st.Now().Sub(at.(time.Time)).Round(time.Millisecond), "tries", try)
 			}
 			s.refreshRefused(ctx, key, ser.Err)
 			return Tokens{}, &sweep.Failure{Class: sweep.Permanent, Code: "token_refresh_failed",
 				Err: fmt.Errorf("installation %s: Slack refused the token refresh: %s; reinstall the app in that workspace", key, ser.Err)}
 		}
 		s.m.refresh("error")
-		if lost.IsZero() && maybeRotated(err) {
-			lost = s.st.Now()
+		if maybeRotated(err) {
+			s.lost.LoadOrStore(key, s.st.Now()) // the first loss, kept across passes
 		}
 		if try >= refreshTries || ctx.Err() != nil || !maybeRotated(err) {
 			s.log.Warn("token refresh failed; retried", "team", key, "tries", try, "err", err)
@@ -314,6 +317,12 @@ func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), refreshWrite)
 	defer wcancel()
 	if _, ok, err := s.st.UpdateInstallationSecret(wctx, key, in.Version, s.keys.Seal(key, nt)); err != nil || !ok {
+		if now, gerr := s.st.GetInstallation(wctx, key); err == nil && gerr == nil && !now.InstalledAt.Equal(in.InstalledAt) {
+			// A reinstall (it takes no lease) replaced the row with a pair
+			// of its own: the refreshed one is not needed.
+			s.log.Info("token refreshed, but the app was installed again meanwhile: the reinstall's tokens are kept", "team", key)
+			return Tokens{}, errors.New("the installation was replaced during the refresh")
+		}
 		s.m.refresh("lost")
 		s.log.Error("token refreshed at Slack but not stored: the installation's old refresh token is spent; reinstall the app in that workspace if its rows park",
 			"team", key, "written", ok, "err", err)
@@ -324,8 +333,8 @@ func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
 	}
 	s.m.refresh("ok")
 	attrs := []any{"team", key, "expires_in_s", resp.ExpiresIn}
-	if !lost.IsZero() {
-		attrs = append(attrs, "after_lost_answer_ms", now.Sub(lost).Milliseconds())
+	if at, ok := s.lost.LoadAndDelete(key); ok {
+		attrs = append(attrs, "after_lost_answer_ms", now.Sub(at.(time.Time)).Milliseconds())
 	}
 	s.log.Info("token refreshed", attrs...)
 	return nt, nil
@@ -364,11 +373,14 @@ func (s *Service) lease(ctx context.Context, key string) (release func(), ok boo
 	}, true, nil
 }
 
+// leaseWait is the longest waitLease waits: a live refresh ends sooner,
+// and a crashed one's lease has expired by then.
+const leaseWait = refreshLease + 5*time.Second
+
 // waitLease takes installation key's refresh lease, waiting for a refresh
-// that holds it to end (at most refreshLease, after which a crashed
-// holder's lease has expired).
+// that holds it to end (at most leaseWait).
 func (s *Service) waitLease(ctx context.Context, key string) (func(), error) {
-	deadline := time.Now().Add(refreshLease + 5*time.Second)
+	deadline := time.Now().Add(leaseWait)
 	said := false
 	for {
 		release, ok, err := s.lease(ctx, key)
@@ -380,7 +392,7 @@ func (s *Service) waitLease(ctx context.Context, key string) (func(), error) {
 			said = true
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("installation %s: its refresh lease stayed held for %s; run the command again", key, refreshLease)
+			return nil, fmt.Errorf("installation %s: its refresh lease stayed held for %s; run the command again", key, leaseWait.Round(time.Second))
 		}
 		select {
 		case <-ctx.Done():

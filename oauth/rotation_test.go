@@ -241,6 +241,27 @@ func TestRefreshAnswerLost(t *testing.T) {
 				t.Fatalf("stored %+v (error %q): want the second answer's pair", tok, in.Error)
 			}
 		})
+		t.Run("Slack unreachable for the tries at once: the next pass gets through within the grace period", func(t *testing.T) {
+			fake := fakeslack.New(t, "xoxb-unused")
+			keys := mustKeys(t, keyOld, nil)
+			installDue(t, st, fake, keys)
+			fake.SetRefreshGrace(10 * time.Second)
+			fake.Script("oauth.v2.access", fakeslack.Response{Store: true, Drop: true}, fakeslack.Status(503), fakeslack.Status(503))
+			var logs logSink
+			svc := service(t, st, fake, keys, &logs)
+			if res, err := svc.RefreshDue(ctx); err != nil || res.Failed != 1 {
+				t.Fatalf("first pass: %+v %v", res, err)
+			}
+			if res, err := svc.RefreshDue(ctx); err != nil || res.Refreshed != 1 {
+				t.Fatalf("next pass: %+v %v\n%s", res, err, logs.String())
+			}
+			if tok, _ := stored(t, st, keys); tok.Refresh != lastRefresh(fake) {
+				t.Fatal("the stored pair is not the last one Slack issued")
+			}
+			if !logs.has(`"after_lost_answer_ms"`) {
+				t.Fatalf("the refresh does not say how long after the lost answer it got through:\n%s", logs.String())
+			}
+		})
 		t.Run("past the grace period: the installation is marked unusable, and the log says why", func(t *testing.T) {
 			fake := fakeslack.New(t, "xoxb-unused")
 			keys := mustKeys(t, keyOld, nil)
