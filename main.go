@@ -358,11 +358,12 @@ func configCmd(g *globals) *cobra.Command {
 				}
 				checks = append(checks, daemon.CheckConfig(cmd.Context(), cfg, sec, schema)...)
 			}
-			failed, warned := 0, 0
+			failed, warned, keyOnly := 0, 0, true
 			for _, c := range checks {
 				switch c.Status {
 				case daemon.CheckFail:
 					failed++
+					keyOnly = keyOnly && c.Name == daemon.CheckTokenKey
 				case daemon.CheckWarn:
 					warned++
 				}
@@ -377,6 +378,9 @@ func configCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(w, "%-4s\t%s\t%s\n", c.Status, c.Name, c.Detail)
 				}
 				w.Flush()
+			}
+			if failed > 0 && keyOnly {
+				return fmt.Errorf("config check: %d failed: serve would start, but the rows of those teams would wait", failed)
 			}
 			if failed > 0 {
 				return fmt.Errorf("config check: %d failed: serve would not start", failed)
@@ -419,17 +423,21 @@ func sweepCmd(g *globals) *cobra.Command {
 				}
 				log := g.logger()
 				ec := cfg.EffectConfig(sec, log, nil)
-				svc, err := cfg.OAuthService(sec, st, log, nil, nil)
+				svc, err := cfg.OAuthService(sec, st, log, nil, nil, nil)
 				if err != nil {
 					return err
 				}
 				if svc != nil {
 					// Tokens due for a refresh first; one another process
 					// is refreshing (its lease) is left to it.
-					if rr, err := svc.RefreshDue(ctx); err != nil {
+					rr, err := svc.RefreshDue(ctx)
+					if err != nil {
 						fmt.Fprintf(g.stderr, "ackd sweep: token refresh pass failed: %v\n", err)
 					} else if rr.Refreshed+rr.Held+rr.Failed > 0 {
 						fmt.Fprintf(g.stderr, "ackd sweep: tokens refreshed=%d left_to_another_process=%d failed=%d\n", rr.Refreshed, rr.Held, rr.Failed)
+					}
+					if rr.Sealed > 0 {
+						fmt.Fprintf(g.stderr, "ackd sweep: %d installations do not open with ACKD_TOKEN_KEY (nor ACKD_TOKEN_KEY_OLD): their rows wait\n", rr.Sealed)
 					}
 					ec.Tokens = svc
 				}

@@ -92,6 +92,9 @@ func CheckConfig(ctx context.Context, cfg Config, sec Secrets, schema string) []
 	}
 
 	out = append(out, checkDatabase(ctx, cfg.DB, schema))
+	if c, ok := checkTokenKey(ctx, cfg, sec, schema); ok {
+		out = append(out, c)
+	}
 	return out
 }
 

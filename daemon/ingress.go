@@ -253,9 +253,16 @@ func sslCheck(body []byte) bool {
 // COMMIT without an answer is asked about until Slack's deadline nears
 // (answerBy), past the ack budget.
 func (s *Server) record(ctx context.Context, req request, a answer, in store.Intent) answer {
+	return s.recordWith(ctx, req, a, in, s.store.RecordIntent)
+}
+
+// recordWith is record with the commit of the intent given (RecordIntent,
+// or a RecordInstallEnd that carries more with it).
+func (s *Server) recordWith(ctx context.Context, req request, a answer, in store.Intent,
+	commit func(context.Context, store.Intent) (bool, error)) answer {
 	a.routes = len(in.Rows)
 	in.ResolveBy = answerBy(req.start)
-	first, err := s.store.RecordIntent(ctx, in)
+	first, err := commit(ctx, in)
 	switch {
 	case errors.Is(err, store.ErrCommitUnknown):
 		a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeUnknown, err
@@ -302,23 +309,23 @@ func (s *Server) handleEvents(ctx context.Context, req request) answer {
 		if t := env.Inner.Type; t != "app_uninstalled" && t != "tokens_revoked" {
 			a.install = env.Install // counted when unknown; these end an installation
 		}
-		if s.oauth != nil {
-			if err := s.uninstallEvent(ctx, env, req.body); err != nil {
-				a.status, a.outcome, a.err, a.reason = http.StatusInternalServerError, outcomeFailed, err, "uninstall not recorded"
-				return a
-			}
-		}
+		end, ends := s.installEnd(env, req.body)
 		rows, ignored, err := s.cfg.eventRows(env)
 		if err != nil {
 			a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeFailed, err
 			return a
 		}
-		if ignored != "" {
+		if ignored != "" && !ends {
 			a.outcome, a.reason = outcomeIgnored, ignored
 			s.marks.saw(env.Inner)
 			return a
 		}
 		in := withRequest(store.Intent{EventID: env.EventID, EventType: env.Inner.Type, Rows: rows}, sweep.ContentTypeJSON, req.body)
+		if ends {
+			// Through the receipt like every event: its change commits with
+			// it, and Slack's retry of it is a duplicate.
+			return s.recordEnd(ctx, req, a, in, end)
+		}
 		a = s.record(ctx, req, a, in)
 		if a.outcome != outcomeFailed && a.outcome != outcomeUnknown {
 			// Recorded (now or before): catch-up's mark may move past it;

@@ -93,7 +93,7 @@ func loopback(host string) bool {
 // OAuthService builds the install flow and token source of [oauth] over st
 // with the secrets SLACK_CLIENT_SECRET and ACKD_TOKEN_KEY (and
 // ACKD_TOKEN_KEY_OLD); nil, nil without [oauth].
-func (c Config) OAuthService(sec Secrets, st store.Store, log *slog.Logger, hc *http.Client, reg prometheus.Registerer) (*oauth.Service, error) {
+func (c Config) OAuthService(sec Secrets, st store.Store, log *slog.Logger, hc *http.Client, reg prometheus.Registerer, refusals oauth.Refusals) (*oauth.Service, error) {
 	o := c.OAuth
 	if o == nil {
 		return nil, nil
@@ -109,7 +109,7 @@ func (c Config) OAuthService(sec Secrets, st store.Store, log *slog.Logger, hc *
 		ClientID: o.ClientID, ClientSecret: sec.ClientSecret, Scopes: o.Scopes, UserScopes: o.UserScopes,
 		RedirectURL: o.RedirectURL, InstallPath: o.InstallPath, RedirectPath: o.RedirectPath,
 		SuccessURL: o.SuccessURL, FailureURL: o.FailureURL, AuthorizeURL: o.AuthorizeURL, APIURL: c.Slack.APIURL,
-	}, st, keys, oauth.Options{Logger: log, HTTPClient: hc, Registerer: reg}), nil
+	}, st, keys, oauth.Options{Logger: log, HTTPClient: hc, Registerer: reg, Refusals: refusals}), nil
 }
 
 // TokenKeys parses ACKD_TOKEN_KEY (and ACKD_TOKEN_KEY_OLD).
@@ -175,35 +175,63 @@ func (c Config) passthrough(log *slog.Logger) http.Handler {
 	})
 }
 
-// uninstallEvent handles, with [oauth], the events that end an
-// installation before the event is routed: app_uninstalled removes it and
-// parks its pending rows at once (no later call uses its token);
-// tokens_revoked does the same when the revoked tokens include its bot's.
-// An event from a team with no installation changes nothing.
-func (s *Server) uninstallEvent(ctx context.Context, env Envelope, body []byte) error {
-	var err error
-	var removed bool
-	var parked int64
+// installEnd says, with [oauth], whether an event ends an installation
+// and how: app_uninstalled ends it; tokens_revoked does when it names
+// revoked bot users (its bot's among them, or it has none recorded); a
+// user token's revocation changes nothing (user tokens are not kept).
+func (s *Server) installEnd(env Envelope, body []byte) (store.InstallEnd, bool) {
+	if s.oauth == nil {
+		return store.InstallEnd{}, false
+	}
+	var ev struct {
+		EventTime int64 `json:"event_time"`
+		Event     struct {
+			Tokens struct {
+				Bot []string `json:"bot"`
+			} `json:"tokens"`
+		} `json:"event"`
+	}
+	_ = json.Unmarshal(body, &ev) // the envelope parsed already; what is missing is zero
+	end := store.InstallEnd{Key: env.Install, EventTime: time.Unix(ev.EventTime, 0)}
 	switch env.Inner.Type {
 	case "app_uninstalled":
-		removed, parked, err = s.oauth.Uninstalled(ctx, env.Install, "uninstalled: app_uninstalled: the app was removed from this workspace; its rows are not performed")
+		end.Reason = "uninstalled: app_uninstalled: the app was removed from this workspace; its rows are not performed"
 	case "tokens_revoked":
-		var ev struct {
-			Event struct {
-				Tokens struct {
-					Bot []string `json:"bot"`
-				} `json:"tokens"`
-			} `json:"event"`
+		if len(ev.Event.Tokens.Bot) == 0 {
+			return store.InstallEnd{}, false
 		}
-		_ = json.Unmarshal(body, &ev) // the envelope parsed already; a missing list revokes nothing
-		removed, parked, err = s.oauth.BotRevoked(ctx, env.Install, ev.Event.Tokens.Bot)
+		end.BotUsers = ev.Event.Tokens.Bot
+		end.Reason = "tokens_revoked: the bot token was revoked; reinstall the app in that workspace"
 	default:
-		return nil
+		return store.InstallEnd{}, false
 	}
-	if err == nil && removed {
-		s.log.Info("installation removed by Slack event", "event", env.Inner.Type, "team", env.Install, "parked_rows", parked)
+	if ev.EventTime <= 0 {
+		// Slack always sends event_time; without it the event is taken
+		// as new (ackd's clock), so an uninstall is never ignored.
+		end.EventTime = s.store.Now()
+		s.log.Warn("Slack event without event_time: taken as sent now", "event", env.Inner.Type, "event_id", env.EventID, "team", env.Install)
 	}
-	return err
+	return end, true
+}
+
+// recordEnd records an installation-ending event: its receipt, its rows
+// and its change to the installation in one transaction, the change only
+// for the first delivery and only if the installation is not newer than
+// the event (store.RecordInstallEnd).
+func (s *Server) recordEnd(ctx context.Context, req request, a answer, in store.Intent, end store.InstallEnd) answer {
+	var res store.InstallEndResult
+	a = s.recordWith(ctx, req, a, in, func(ctx context.Context, in store.Intent) (bool, error) {
+		var err error
+		res, err = s.store.RecordInstallEnd(ctx, in, end)
+		return res.First, err
+	})
+	if a.outcome == outcomeFirst {
+		s.oauth.Ended(in.EventType, end.Key, end.EventTime, res)
+		if res.Outcome != store.EndRemoved {
+			a.reason = "installation kept: " + res.Outcome
+		}
+	}
+	return a
 }
 
 // countUnknownTeam counts, after the answer, a request from a team with no

@@ -35,6 +35,7 @@ var testTokenKey = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)
 type oauthEnv struct {
 	*testServer
 	fake *fakeslack.Server
+	cfg  daemon.Config
 }
 
 // startOAuth runs ackd with [oauth] against a fake Slack whose authorize
@@ -58,7 +59,7 @@ authorize_url = "%s/oauth/v2/authorize"
 `, fake.URL(), testClientID, api)+routes)
 	opts.Secrets.ClientSecret = testClientSecret
 	opts.Secrets.TokenKey = testTokenKey
-	return &oauthEnv{testServer: startServer(t, cfg, opts), fake: fake}
+	return &oauthEnv{testServer: startServer(t, cfg, opts), fake: fake, cfg: cfg}
 }
 
 var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -370,7 +371,7 @@ func TestOAuthUninstall(t *testing.T) {
 	})
 
 	body, _ := json.Marshal(map[string]any{"token": "tok", "team_id": "T1", "api_app_id": "A0FAKEAPP", "type": "event_callback",
-		"event_id": "EvUninstall", "event_time": 1700000000, "event": map[string]any{"type": "app_uninstalled", "event_ts": "1700000001.000000"},
+		"event_id": "EvUninstall", "event_time": time.Now().Unix(), "event": map[string]any{"type": "app_uninstalled", "event_ts": "1700000001.000000"},
 		"authorizations": []map[string]any{{"team_id": "T1", "is_enterprise_install": false}}})
 	cut := time.Now()
 	if r := e.postEvent(body); r.Status != 200 {
@@ -501,7 +502,7 @@ func TestOAuthTokensRevoked(t *testing.T) {
 	e.install(t, team("T1"))
 	revoked := func(id string, bots []string) []byte {
 		b, _ := json.Marshal(map[string]any{"token": "tok", "team_id": "T1", "api_app_id": "A0FAKEAPP", "type": "event_callback",
-			"event_id": id, "event_time": 1700000000, "authorizations": []map[string]any{{"team_id": "T1"}},
+			"event_id": id, "event_time": time.Now().Unix(), "authorizations": []map[string]any{{"team_id": "T1"}},
 			"event": map[string]any{"type": "tokens_revoked", "tokens": map[string]any{"oauth": []string{"UHUMAN"}, "bot": bots}}})
 		return b
 	}

@@ -80,6 +80,11 @@ func (l *refusalLog) record(level slog.Level, msg string, attrs []slog.Attr, sta
 	l.mu.Unlock()
 }
 
+// Record is record, for package oauth's install redirect (oauth.Refusals).
+func (l *refusalLog) Record(level slog.Level, msg string, attrs []slog.Attr, status int, reason string) {
+	l.record(level, msg, attrs, status, reason)
+}
+
 // flush writes the summary of the interval that ended, if any answer went
 // unlogged, and starts the next interval.
 func (l *refusalLog) flush() {

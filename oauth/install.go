@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"html/template"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -44,10 +45,17 @@ func (s *Service) cookiePath() string {
 
 // RedirectHandler answers GET redirect_path: Slack sends the browser back
 // with a code and the state. A state that is missing, not the browser's
-// cookie, not signed by this ackd, expired or used already (the database
-// decides, UseOAuthState) is refused (400) before anything is sent to
-// Slack; otherwise the code is exchanged by oauth.v2.access and the
-// installation stored.
+// cookie, not signed by this ackd, expired or used already is refused (400)
+// before anything is sent to Slack; otherwise the code is exchanged by
+// oauth.v2.access and the installation stored, with the state's use, in one
+// transaction (PutInstallationWithState).
+//
+// Anyone can take a state and its cookie from the install page, so
+// everything before a successful exchange is unauthenticated: it writes
+// nothing (the state's use is only read), and its failures are logged
+// through Options.Refusals (rate limited). A state is accepted once: of
+// two redirects with one state, the first whose installation commits wins;
+// the other is refused, and the tokens its code got are not kept.
 func (s *Service) RedirectHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
@@ -77,21 +85,21 @@ func (s *Service) RedirectHandler() http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 		defer cancel()
-		ok, err := s.st.UseOAuthState(ctx, hashState(state), StateTTL)
+		used, err := s.st.OAuthStateUsed(ctx, hashState(state))
 		if err != nil {
-			s.log.Error("install: could not check the state", "err", err)
+			s.refused(slog.LevelError, "install: could not check the state", http.StatusServiceUnavailable, "store", "err", err.Error())
 			s.fail(w, r, http.StatusServiceUnavailable, "store", "ackd could not check the install request (database unavailable). Please try again.")
 			return
 		}
 		// The cookie has done its job either way.
 		http.SetCookie(w, &http.Cookie{Name: StateCookie, Value: "", Path: s.cookiePath(), MaxAge: -1, HttpOnly: true,
 			Secure: strings.HasPrefix(s.cfg.RedirectURL, "https:"), SameSite: http.SameSiteLaxMode})
-		if !ok {
-			s.fail(w, r, http.StatusBadRequest, "state", "This install link was used already (each one works once). Start again from the install page.")
+		if used {
+			s.fail(w, r, http.StatusBadRequest, "state", usedText)
 			return
 		}
 		if e := q.Get("error"); e != "" {
-			s.fail(w, r, http.StatusBadRequest, "denied", "Slack did not install the app: "+e+".")
+			s.fail(w, r, http.StatusBadRequest, "denied", "Slack did not install the app: "+clip(e, 64)+".")
 			return
 		}
 		code := q.Get("code")
@@ -99,22 +107,29 @@ func (s *Service) RedirectHandler() http.Handler {
 			s.fail(w, r, http.StatusBadRequest, "exchange", "Slack sent no code. Start again from the install page.")
 			return
 		}
-		resp, err := slack.GetOAuthV2ResponseContext(ctx, s.hc, s.cfg.ClientID, s.cfg.ClientSecret, code, s.cfg.RedirectURL, s.oauthOpts()...)
+		resp, slackAt, err := s.exchange(ctx, code)
 		if err != nil {
 			var ser slack.SlackErrorResponse
 			if errors.As(err, &ser) {
-				s.log.Warn("install: Slack refused the code exchange", "code", ser.Err)
-				s.fail(w, r, http.StatusBadRequest, "exchange", "Slack refused the installation: "+ser.Err+". Start again from the install page.")
+				s.refused(slog.LevelWarn, "install: Slack refused the code exchange", http.StatusBadRequest, "exchange "+clip(ser.Err, 40))
+				s.fail(w, r, http.StatusBadRequest, "exchange", "Slack refused the installation: "+clip(ser.Err, 64)+". Start again from the install page.")
 				return
 			}
-			s.log.Error("install: code exchange failed", "err", err)
+			s.refused(slog.LevelError, "install: code exchange failed", http.StatusBadGateway, "exchange unreachable", "err", err.Error())
 			s.fail(w, r, http.StatusBadGateway, "exchange", "ackd could not reach Slack to finish the installation. Start again from the install page.")
 			return
 		}
-		in, err := s.store(ctx, resp)
+		// Slack has authenticated the request: from here on it is logged.
+		in, first, err := s.store(ctx, resp, slackAt, hashState(state))
 		if err != nil {
 			s.log.Error("install: could not store the installation", "err", err)
 			s.fail(w, r, http.StatusServiceUnavailable, "store", "Slack installed the app, but ackd could not record it (database unavailable). Please install again.")
+			return
+		}
+		if !first {
+			s.log.Warn("install: another redirect with the same state stored its installation first; this one's tokens are not kept",
+				"team", in.Key)
+			s.fail(w, r, http.StatusBadRequest, "state", usedText)
 			return
 		}
 		s.m.installs.WithLabelValues("ok").Inc()
@@ -123,7 +138,8 @@ func (s *Service) RedirectHandler() http.Handler {
 		default:
 		}
 		s.log.Info("installed", "team", in.Key, "team_id", in.TeamID, "enterprise_id", in.EnterpriseID,
-			"enterprise_install", in.EnterpriseInstall, "installer", in.InstallerUserID, "scopes", in.Scopes)
+			"enterprise_install", in.EnterpriseInstall, "installer", in.InstallerUserID, "scopes", in.Scopes,
+			"slack_time", formatTime(in.SlackInstalledAt))
 		if s.cfg.SuccessURL != "" {
 			http.Redirect(w, r, s.cfg.SuccessURL, http.StatusFound)
 			return
@@ -136,18 +152,81 @@ func (s *Service) RedirectHandler() http.Handler {
 	})
 }
 
-// store seals the exchanged tokens and stores the installation. The bot's
-// id comes from auth.test with the new token (best effort).
-func (s *Service) store(ctx context.Context, resp *slack.OAuthV2Response) (store.Installation, error) {
+const usedText = "This install link was used already (each one works once). Start again from the install page."
+
+// refused logs a failure that anyone can cause, rate limited when the
+// daemon gave Options.Refusals.
+func (s *Service) refused(level slog.Level, msg string, status int, reason string, attrs ...string) {
+	as := []slog.Attr{slog.String("component", "oauth"), slog.Int("status", status), slog.String("reason", reason)}
+	for i := 0; i+1 < len(attrs); i += 2 {
+		as = append(as, slog.String(attrs[i], attrs[i+1]))
+	}
+	if s.refuse != nil {
+		s.refuse.Record(level, msg, as, status, reason)
+		return
+	}
+	s.log.LogAttrs(context.Background(), level, msg, as[1:]...)
+}
+
+func clip(v string, n int) string {
+	if len(v) <= n {
+		return v
+	}
+	return v[:n] + "…"
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "unknown"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// exchange calls oauth.v2.access with code, and returns Slack's clock at
+// its answer (the Date header; zero when there is none or it does not
+// parse): an uninstall's event_time is compared with it.
+func (s *Service) exchange(ctx context.Context, code string) (*slack.OAuthV2Response, time.Time, error) {
+	hc := *s.hc
+	dt := &dateTransport{base: hc.Transport}
+	if dt.base == nil {
+		dt.base = http.DefaultTransport
+	}
+	hc.Transport = dt
+	resp, err := slack.GetOAuthV2ResponseContext(ctx, &hc, s.cfg.ClientID, s.cfg.ClientSecret, code, s.cfg.RedirectURL, s.oauthOpts()...)
+	return resp, dt.date, err
+}
+
+// dateTransport records the Date header of the last answer it carried.
+type dateTransport struct {
+	base http.RoundTripper
+	date time.Time
+}
+
+func (d *dateTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := d.base.RoundTrip(r)
+	if err == nil {
+		if t, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
+			d.date = t
+		}
+	}
+	return resp, err
+}
+
+// store seals the exchanged tokens and stores the installation with the
+// state's use; first false: the state was used meanwhile, nothing was
+// stored. The bot's id comes from auth.test with the new token (best
+// effort).
+func (s *Service) store(ctx context.Context, resp *slack.OAuthV2Response, slackAt time.Time, stateHash string) (store.Installation, bool, error) {
 	in := store.Installation{
 		Key:          Key(resp.Team.ID, resp.Enterprise.ID, resp.IsEnterpriseInstall),
 		TeamID:       resp.Team.ID,
 		EnterpriseID: resp.Enterprise.ID, EnterpriseInstall: resp.IsEnterpriseInstall,
 		AppID: resp.AppID, BotUserID: resp.BotUserID, Scopes: resp.Scope,
 		UserScopes: resp.AuthedUser.Scope, InstallerUserID: resp.AuthedUser.ID,
+		SlackInstalledAt: slackAt,
 	}
 	if in.Key == "" || resp.AccessToken == "" {
-		return in, errors.New("oauth.v2.access named no team or no bot token")
+		return in, false, errors.New("oauth.v2.access named no team or no bot token")
 	}
 	api := slack.New(resp.AccessToken, slack.OptionAPIURL(s.cfg.APIURL), slack.OptionHTTPClient(s.hc))
 	if at, err := api.AuthTestContext(ctx); err == nil {
@@ -161,7 +240,8 @@ func (s *Service) store(ctx context.Context, resp *slack.OAuthV2Response) (store
 		t.Expires = now.Add(time.Duration(resp.ExpiresIn) * time.Second)
 	}
 	in.Secret = s.keys.Seal(in.Key, t)
-	return in, s.st.PutInstallation(ctx, in)
+	first, err := s.st.PutInstallationWithState(ctx, in, stateHash, StateTTL)
+	return in, first, err
 }
 
 // fail answers a failed install: a redirect to failure_url with

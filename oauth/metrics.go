@@ -17,7 +17,7 @@ type metrics struct {
 	unknown    prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, st store.Store) *metrics {
+func newMetrics(reg prometheus.Registerer, st store.Store, keys *Keys) *metrics {
 	m := &metrics{
 		installs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ackd_oauth_installs_total",
@@ -43,8 +43,10 @@ func newMetrics(reg prometheus.Registerer, st store.Store) *metrics {
 		m.refreshes.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.installs, m.refreshes, m.uninstalls, m.unknown, &installGauge{st: st,
-			desc:    prometheus.NewDesc("ackd_oauth_installations", "Installations by state: ok, or unusable (a refused token refresh; rows park until a reinstall).", []string{"state"}, nil),
+		reg.MustRegister(m.installs, m.refreshes, m.uninstalls, m.unknown, &installGauge{st: st, keys: keys,
+			desc: prometheus.NewDesc("ackd_oauth_installations",
+				"Installations by state: ok; unusable (a refused token refresh; rows park until a reinstall); sealed (its tokens do not open with ACKD_TOKEN_KEY nor ACKD_TOKEN_KEY_OLD: a wrong key; rows wait).",
+				[]string{"state"}, nil),
 			waiting: prometheus.NewDesc("ackd_oauth_rows_waiting", "Pending rows whose team has no installation yet (not_installed); they park after [oauth] not_installed_wait.", nil, nil)})
 	}
 	return m
@@ -55,6 +57,7 @@ func (m *metrics) refresh(outcome string) { m.refreshes.WithLabelValues(outcome)
 // installGauge counts installations, and rows waiting for one, at scrape time.
 type installGauge struct {
 	st            store.Store
+	keys          *Keys // nil: no sealed state is told apart
 	desc, waiting *prometheus.Desc
 }
 
@@ -67,16 +70,20 @@ func (g *installGauge) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return // the scrape shows no value rather than a wrong one
 	}
-	ok, bad := 0, 0
+	ok, bad, sealed := 0, 0, 0
 	for _, in := range list {
-		if in.Error != "" {
+		switch {
+		case g.keys != nil && !g.keys.Opens(in.Key, in.Secret):
+			sealed++
+		case in.Error != "":
 			bad++
-		} else {
+		default:
 			ok++
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(ok), "ok")
 	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(bad), "unusable")
+	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(sealed), "sealed")
 	if n, err := g.st.WaitingRows(ctx); err == nil {
 		ch <- prometheus.MustNewConstMetric(g.waiting, prometheus.GaugeValue, float64(n))
 	}

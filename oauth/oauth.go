@@ -7,10 +7,18 @@
 // expiry, one refresher per installation across processes by a lease in the
 // database), and uninstalls.
 //
-// Limits: a refresh that Slack performed but whose new tokens could not be
-// stored (the database failed in between) loses the installation, since
-// Slack's refresh tokens are single use: it parks the team's rows and needs
-// a reinstall. User tokens (user_scopes) are not kept: no effect uses one.
+// Writers of a sealed row: a refresh and `ackd installs rekey` both hold
+// the installation's lease ("refresh:{key}") and write fenced by its
+// version, so the two never interleave; a reinstall replaces the row.
+//
+// Limits: Slack's refresh tokens are single use, revoked "after a short
+// grace period" that Slack does not state. A refresh whose answer is lost
+// (the connection drops after Slack rotated) is tried again at once with
+// the same refresh token, and then by every later pass; if no try gets
+// through within Slack's grace period, or the new pair cannot be stored
+// (the database failed in between), the installation is lost: its rows
+// park and it needs a reinstall. User tokens (user_scopes) are not kept: no
+// effect uses one.
 package oauth
 
 import (
@@ -22,10 +30,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,6 +81,16 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Holder names this process in refresh leases (default host:pid:random).
 	Holder string
+	// Refusals logs the install redirect's failures that anyone can cause
+	// (a replayed state with a made-up code), rate limited with the
+	// daemon's other unauthenticated answers. Nil: one line each.
+	Refusals Refusals
+}
+
+// Refusals rate-limits the log lines of answers given to anyone: the first
+// of an interval is logged, the rest are counted into one summary line.
+type Refusals interface {
+	Record(level slog.Level, msg string, attrs []slog.Attr, status int, reason string)
 }
 
 // Service is the install flow, the installations' tokens and their refresh.
@@ -82,6 +103,13 @@ type Service struct {
 	holder string
 	m      *metrics
 	kick   chan struct{} // an install was stored: the refresher looks again
+	refuse Refusals
+	// sealed is how many installations did not open with the keys at the
+	// last look (CheckKeys, each refresh pass): /healthz says so.
+	sealed atomic.Int64
+	// lost holds, per installation key, when a refresh call first got no
+	// answer (Slack may have rotated) until a refresh succeeds or is refused.
+	lost sync.Map
 }
 
 // New returns a Service over st. Its handlers and refresher run when the
@@ -105,7 +133,8 @@ func New(cfg Config, st store.Store, keys *Keys, opts Options) *Service {
 		opts.Holder = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), rand.Text()[:8])
 	}
 	return &Service{cfg: cfg, st: st, keys: keys, log: opts.Logger.With("component", "oauth"),
-		hc: opts.HTTPClient, holder: opts.Holder, m: newMetrics(opts.Registerer, st), kick: make(chan struct{}, 1)}
+		hc: opts.HTTPClient, holder: opts.Holder, m: newMetrics(opts.Registerer, st, keys), kick: make(chan struct{}, 1),
+		refuse: opts.Refusals}
 }
 
 // Config returns the effective configuration.
@@ -147,7 +176,10 @@ func (s *Service) BotToken(ctx context.Context, key string) (string, error) {
 	}
 	t, _, err := s.keys.Open(key, in.Secret)
 	if err != nil {
-		return "", &sweep.Failure{Class: sweep.Permanent, Code: "token_sealed", Err: err}
+		// A wrong ACKD_TOKEN_KEY is the operator's to fix, and fixing it
+		// (the right key, a restart) makes the row work: it waits.
+		return "", &sweep.Failure{Class: sweep.Waiting, RetryAfter: sealedRetry, Code: "token_sealed",
+			Err: fmt.Errorf("installation %s: its tokens do not open with ACKD_TOKEN_KEY (nor ACKD_TOKEN_KEY_OLD); the row waits until ackd runs with the key that sealed them", key)}
 	}
 	now := s.st.Now()
 	if due(t, now) {
@@ -165,6 +197,10 @@ func (s *Service) BotToken(ctx context.Context, key string) (string, error) {
 	}
 	return t.Bot, nil
 }
+
+// sealedRetry is how often a row whose installation does not open is
+// tried again.
+const sealedRetry = 30 * time.Second
 
 // due reports whether t should be refreshed now: it rotates, and half its
 // life is gone (never with more than half of it left, so one refresh per
@@ -195,19 +231,27 @@ func dueAt(t Tokens) time.Time {
 // errLeaseHeld: another process is refreshing this installation.
 var errLeaseHeld = errors.New("another process holds the refresh lease")
 
-// refreshLease bounds one refresh: longer than the call's timeout.
-const refreshLease = 30 * time.Second
+// Bounds of one refresh. Each call to Slack has refreshCall; a call whose
+// answer was lost is tried again at once (refreshTries in all, refreshWait
+// apart), since Slack may have rotated and its grace period for the spent
+// refresh token is short; the new pair's write has refreshWrite. The lease
+// outlasts all of it, so no other refresher (or rekey) starts meanwhile.
+const (
+	refreshCall  = 10 * time.Second
+	refreshTries = 3
+	refreshWait  = 250 * time.Millisecond
+	refreshWrite = 10 * time.Second
+	refreshLease = refreshTries*(refreshCall+refreshWait) + refreshWrite + 10*time.Second
+)
 
 // refresh renews installation key's token pair under the lease
 // "refresh:{key}": re-read under the lease, so a second refresher finds the
 // pair already renewed and does nothing. The new pair replaces the old one
 // in one fenced write; Slack's refresh token is single use.
 func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
-	lease := "refresh:" + key
 	// A holder per attempt, not per process: the sweep's workers and the
 	// refresher loop of one process exclude each other too.
-	holder := s.holder + "/" + rand.Text()[:8]
-	ok, err := s.st.AcquireLease(ctx, lease, holder, refreshLease)
+	release, ok, err := s.lease(ctx, key)
 	if err != nil {
 		return Tokens{}, err
 	}
@@ -215,13 +259,7 @@ func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
 		s.m.refresh("lease_held")
 		return Tokens{}, errLeaseHeld
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := s.st.ReleaseLease(rctx, lease, holder); err != nil {
-			s.log.Warn("could not release the refresh lease; it expires by itself", "team", key, "err", err)
-		}
-	}()
+	defer release()
 	in, err := s.st.GetInstallation(ctx, key)
 	if err != nil {
 		return Tokens{}, err
@@ -234,19 +272,41 @@ func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
 	if in.Error != "" || !due(t, now) {
 		return t, nil // refreshed by another process meanwhile
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	resp, err := slack.RefreshOAuthV2TokenContext(cctx, s.hc, s.cfg.ClientID, s.cfg.ClientSecret, t.Refresh, s.oauthOpts()...)
-	cancel()
-	if err != nil {
+	var resp *slack.OAuthV2Response
+	for try := 1; ; try++ {
+		cctx, cancel := context.WithTimeout(ctx, refreshCall)
+		resp, err = slack.RefreshOAuthV2TokenContext(cctx, s.hc, s.cfg.ClientID, s.cfg.ClientSecret, t.Refresh, s.oauthOpts()...)
+		cancel()
+		if err == nil {
+			break
+		}
 		var ser slack.SlackErrorResponse
 		if errors.As(err, &ser) && permanentRefresh[ser.Err] {
+			if at, ok := s.lost.LoadAndDelete(key); ok {
+				s.log.Error("a token refresh's answer was lost, and Slack refused the same refresh token when it was tried again: Slack's grace period for it had passed",
+					"team", key, "lost_ago", s.st.Now().Sub(at.(time.Time)).Round(time.Millisecond), "tries", try)
+			}
 			s.refreshRefused(ctx, key, ser.Err)
 			return Tokens{}, &sweep.Failure{Class: sweep.Permanent, Code: "token_refresh_failed",
 				Err: fmt.Errorf("installation %s: Slack refused the token refresh: %s; reinstall the app in that workspace", key, ser.Err)}
 		}
 		s.m.refresh("error")
-		s.log.Warn("token refresh failed; retried", "team", key, "err", err)
-		return Tokens{}, fmt.Errorf("refresh token of %s: %w", key, err)
+		if maybeRotated(err) {
+			s.lost.LoadOrStore(key, s.st.Now()) // the first loss, kept across passes
+		}
+		if try >= refreshTries || ctx.Err() != nil || !maybeRotated(err) {
+			s.log.Warn("token refresh failed; retried", "team", key, "tries", try, "err", err)
+			return Tokens{}, fmt.Errorf("refresh token of %s: %w", key, err)
+		}
+		// Slack may have rotated and its answer be lost: the spent refresh
+		// token still works for a short while, so try again now.
+		s.log.Warn("token refresh got no answer; Slack may have rotated the tokens: trying again with the same refresh token within its grace period",
+			"team", key, "try", try, "err", err)
+		select {
+		case <-ctx.Done():
+			return Tokens{}, fmt.Errorf("refresh token of %s: %w", key, ctx.Err())
+		case <-time.After(refreshWait):
+		}
 	}
 	now = s.st.Now()
 	nt := Tokens{Bot: resp.AccessToken, Refresh: resp.RefreshToken, Issued: now}
@@ -254,9 +314,15 @@ func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
 		nt.Expires = now.Add(time.Duration(resp.ExpiresIn) * time.Second)
 	}
 	// Written even if ctx ended: Slack has spent the old refresh token.
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), refreshWrite)
 	defer wcancel()
 	if _, ok, err := s.st.UpdateInstallationSecret(wctx, key, in.Version, s.keys.Seal(key, nt)); err != nil || !ok {
+		if now, gerr := s.st.GetInstallation(wctx, key); err == nil && gerr == nil && !now.InstalledAt.Equal(in.InstalledAt) {
+			// A reinstall (it takes no lease) replaced the row with a pair
+			// of its own: the refreshed one is not needed.
+			s.log.Info("token refreshed, but the app was installed again meanwhile: the reinstall's tokens are kept", "team", key)
+			return Tokens{}, errors.New("the installation was replaced during the refresh")
+		}
 		s.m.refresh("lost")
 		s.log.Error("token refreshed at Slack but not stored: the installation's old refresh token is spent; reinstall the app in that workspace if its rows park",
 			"team", key, "written", ok, "err", err)
@@ -266,8 +332,74 @@ func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
 		return Tokens{}, err
 	}
 	s.m.refresh("ok")
-	s.log.Info("token refreshed", "team", key, "expires_in_s", resp.ExpiresIn)
+	attrs := []any{"team", key, "expires_in_s", resp.ExpiresIn}
+	if at, ok := s.lost.LoadAndDelete(key); ok {
+		attrs = append(attrs, "after_lost_answer_ms", now.Sub(at.(time.Time)).Milliseconds())
+	}
+	s.log.Info("token refreshed", attrs...)
 	return nt, nil
+}
+
+// maybeRotated reports whether a failed refresh call may have reached
+// Slack and rotated the tokens: no answer (a timeout, a dropped
+// connection), or a server error. A refused connection never left.
+func maybeRotated(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var ser slack.SlackErrorResponse
+	if errors.As(err, &ser) {
+		return ser.Err == "internal_error" || ser.Err == "fatal_error" || ser.Err == "service_unavailable"
+	}
+	var rl *slack.RateLimitedError
+	return !errors.As(err, &rl)
+}
+
+// lease takes installation key's refresh lease, which every writer of its
+// sealed secret holds; ok false: another holder has it.
+func (s *Service) lease(ctx context.Context, key string) (release func(), ok bool, err error) {
+	name, holder := "refresh:"+key, s.holder+"/"+rand.Text()[:8]
+	ok, err = s.st.AcquireLease(ctx, name, holder, refreshLease)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	return func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := s.st.ReleaseLease(rctx, name, holder); err != nil {
+			s.log.Warn("could not release the refresh lease; it expires by itself", "team", key, "err", err)
+		}
+	}, true, nil
+}
+
+// leaseWait is the longest waitLease waits: a live refresh ends sooner,
+// and a crashed one's lease has expired by then.
+const leaseWait = refreshLease + 5*time.Second
+
+// waitLease takes installation key's refresh lease, waiting for a refresh
+// that holds it to end (at most leaseWait).
+func (s *Service) waitLease(ctx context.Context, key string) (func(), error) {
+	deadline := time.Now().Add(leaseWait)
+	said := false
+	for {
+		release, ok, err := s.lease(ctx, key)
+		if err != nil || ok {
+			return release, err
+		}
+		if !said {
+			s.log.Info("waiting for a token refresh of this installation to end", "team", key)
+			said = true
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("installation %s: its refresh lease stayed held for %s; run the command again", key, leaseWait.Round(time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // permanentRefresh are refresh errors no retry can fix.
@@ -293,6 +425,9 @@ func (s *Service) refreshRefused(ctx context.Context, key, code string) {
 // RefreshResult counts one refresh pass.
 type RefreshResult struct {
 	Refreshed, Held, Failed int
+	// Sealed counts installations whose secret opens with neither key (a
+	// wrong ACKD_TOKEN_KEY): not refreshed, and no reason to look sooner.
+	Sealed int
 	// Next is when the next token becomes due (zero: none rotates).
 	Next time.Time
 }
@@ -307,12 +442,12 @@ func (s *Service) RefreshDue(ctx context.Context) (RefreshResult, error) {
 	}
 	now := s.st.Now()
 	for _, in := range list {
-		if in.Error != "" {
-			continue
-		}
 		t, _, err := s.keys.Open(in.Key, in.Secret)
 		if err != nil {
-			res.Failed++
+			res.Sealed++
+			continue
+		}
+		if in.Error != "" {
 			continue
 		}
 		if due(t, now) {
@@ -334,6 +469,10 @@ func (s *Service) RefreshDue(ctx context.Context) (RefreshResult, error) {
 		if at := dueAt(t); !at.IsZero() && (res.Next.IsZero() || at.Before(res.Next)) {
 			res.Next = at
 		}
+	}
+	if prev := s.sealed.Swap(int64(res.Sealed)); prev != int64(res.Sealed) && res.Sealed > 0 {
+		s.log.Error("installations whose tokens do not open with ACKD_TOKEN_KEY (nor ACKD_TOKEN_KEY_OLD): their rows wait; run ackd with the key that sealed them",
+			"sealed", res.Sealed, "installations", len(list))
 	}
 	return res, nil
 }
@@ -369,47 +508,27 @@ func (s *Service) Run(ctx context.Context) {
 // runMax bounds the refresher's sleep.
 const runMax = 30 * time.Second
 
-// Uninstalled handles app_uninstalled (and a revoked bot token): the
-// installation is removed, so no later call uses its token, and its pending
-// rows are parked with reason. Unknown keys do nothing.
-func (s *Service) Uninstalled(ctx context.Context, key, reason string) (removed bool, parked int64, err error) {
-	removed, err = s.st.DeleteInstallation(ctx, key)
-	if err != nil {
-		return false, 0, err
-	}
-	parked, err = s.st.ParkInstallRows(ctx, key, reason)
-	if err != nil {
-		return removed, 0, err
-	}
-	if removed {
+// Ended logs and counts what an installation-ending event (typ:
+// app_uninstalled or tokens_revoked, at Slack's eventTime) did to
+// installation key, as the store decided it (store.RecordInstallEnd).
+func (s *Service) Ended(typ, key string, eventTime time.Time, res store.InstallEndResult) {
+	attrs := []any{"event", typ, "team", key, "event_time", eventTime.UTC().Format(time.RFC3339)}
+	switch res.Outcome {
+	case store.EndRemoved:
 		s.m.uninstalls.Inc()
-		s.log.Info("installation removed", "team", key, "reason", reason, "parked", parked)
+		s.log.Info("installation removed by Slack event", append(attrs, "parked_rows", res.Parked)...)
+	case store.EndNewer:
+		clock := "Slack's clock"
+		if !res.SlackClock {
+			clock = "ackd's clock (this installation predates Slack's time of it being kept)"
+		}
+		s.log.Warn("Slack event older than the installation: nothing changed (a retry, or a late delivery, of an uninstall that came before the app was installed again)",
+			append(attrs, "installed_at", res.Made.UTC().Format(time.RFC3339), "compared_on", clock)...)
+	case store.EndOtherBot:
+		s.log.Info("tokens_revoked names other bot users: the installation stays", attrs...)
+	case store.EndNone:
+		s.log.Info("Slack event for a team with no installation: nothing to remove", attrs...)
 	}
-	return removed, parked, nil
-}
-
-// BotRevoked handles tokens_revoked: when the revoked bot users include
-// this installation's bot (or it names none), the installation's bot token
-// is gone, so it is removed as on an uninstall. User tokens are not kept.
-func (s *Service) BotRevoked(ctx context.Context, key string, botUsers []string) (bool, int64, error) {
-	if len(botUsers) == 0 {
-		return false, 0, nil
-	}
-	in, err := s.st.GetInstallation(ctx, key)
-	if errors.Is(err, store.ErrNoInstallation) {
-		return false, 0, nil
-	}
-	if err != nil {
-		return false, 0, err
-	}
-	hit := in.BotUserID == ""
-	for _, u := range botUsers {
-		hit = hit || u == in.BotUserID
-	}
-	if !hit {
-		return false, 0, nil
-	}
-	return s.Uninstalled(ctx, key, "tokens_revoked: the bot token was revoked; reinstall the app in that workspace")
 }
 
 // Known reports whether key has an installation (metrics of events from
@@ -427,7 +546,9 @@ func (s *Service) UnknownTeam() { s.m.unknown.Inc() }
 
 // Rekey rewrites every installation's secret under the current key (after
 // ACKD_TOKEN_KEY changed and the old one went to ACKD_TOKEN_KEY_OLD). It
-// returns how many were rewritten; one that changed meanwhile is retried.
+// holds each installation's refresh lease while it does (waiting for a
+// refresh in flight to end), so a refresh never finds its pair replaced
+// under it. It returns how many were rewritten.
 func (s *Service) Rekey(ctx context.Context) (int, error) {
 	list, err := s.st.ListInstallations(ctx)
 	if err != nil {
@@ -435,32 +556,120 @@ func (s *Service) Rekey(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, in := range list {
-		for try := 0; ; try++ {
-			t, _, err := s.keys.Open(in.Key, in.Secret)
-			if err != nil {
-				return n, fmt.Errorf("installation %s: %w", in.Key, err)
-			}
-			_, ok, err := s.st.UpdateInstallationSecret(ctx, in.Key, in.Version, s.keys.Seal(in.Key, t))
-			if err != nil {
-				return n, err
-			}
-			if ok {
-				if in.Error != "" { // the update cleared it: keep it
-					if err := s.st.SetInstallationError(ctx, in.Key, in.Error); err != nil {
-						return n, err
-					}
-				}
-				n++
-				break
-			}
-			if in, err = s.st.GetInstallation(ctx, in.Key); errors.Is(err, store.ErrNoInstallation) {
-				break
-			} else if err != nil || try > 5 {
-				return n, cmp.Or(err, fmt.Errorf("installation %s keeps changing; run rekey again", in.Key))
-			}
+		ok, err := s.rekeyOne(ctx, in.Key)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
 		}
 	}
 	return n, nil
+}
+
+// rekeyOne re-seals installation key under its lease; false: it is gone.
+func (s *Service) rekeyOne(ctx context.Context, key string) (bool, error) {
+	release, err := s.waitLease(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	for try := 0; ; try++ {
+		in, err := s.st.GetInstallation(ctx, key)
+		if errors.Is(err, store.ErrNoInstallation) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		t, _, err := s.keys.Open(key, in.Secret)
+		if err != nil {
+			return false, fmt.Errorf("installation %s: %w", key, err)
+		}
+		_, ok, err := s.st.UpdateInstallationSecret(ctx, key, in.Version, s.keys.Seal(key, t))
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			if in.Error != "" { // the update cleared it: keep it
+				if err := s.st.SetInstallationError(ctx, key, in.Error); err != nil {
+					return false, err
+				}
+			}
+			return true, nil
+		}
+		// Only a reinstall writes without the lease: read it again.
+		if try > 5 {
+			return false, fmt.Errorf("installation %s keeps changing; run rekey again", key)
+		}
+	}
+}
+
+// KeyCheck is how the installations' sealed secrets open with the
+// configured keys.
+type KeyCheck struct {
+	Total int
+	// Old open only with ACKD_TOKEN_KEY_OLD (ackd installs rekey moves them).
+	Old []string
+	// Sealed open with neither key: a wrong ACKD_TOKEN_KEY.
+	Sealed []string
+}
+
+// CheckKeys opens every installation's secret (they are few) with the
+// configured keys and says which do not open. It reads only.
+func (s *Service) CheckKeys(ctx context.Context) (KeyCheck, error) {
+	return CheckKeys(ctx, s.st, s.keys)
+}
+
+// CheckKeys is Service.CheckKeys over a store, for `ackd config check`.
+func CheckKeys(ctx context.Context, st store.Installations, keys *Keys) (KeyCheck, error) {
+	var kc KeyCheck
+	list, err := st.ListInstallations(ctx)
+	if err != nil {
+		return kc, err
+	}
+	kc.Total = len(list)
+	for _, in := range list {
+		switch _, old, err := keys.Open(in.Key, in.Secret); {
+		case err != nil:
+			kc.Sealed = append(kc.Sealed, in.Key)
+		case old:
+			kc.Old = append(kc.Old, in.Key)
+		}
+	}
+	return kc, nil
+}
+
+// Announce checks the keys at start and logs what an operator must know:
+// installations that do not open (an Error: their rows wait), and ones
+// still sealed with the old key.
+func (s *Service) Announce(ctx context.Context) {
+	kc, err := s.CheckKeys(ctx)
+	if err != nil {
+		s.log.Warn("could not check the installations' keys at start", "err", err)
+		return
+	}
+	s.sealed.Store(int64(len(kc.Sealed)))
+	if len(kc.Sealed) > 0 {
+		s.log.Error("ACKD_TOKEN_KEY (nor ACKD_TOKEN_KEY_OLD) does not open these installations' tokens: their rows wait and are not performed until ackd runs with the key that sealed them (a key rotated without ACKD_TOKEN_KEY_OLD, or a new key generated by the install steps); or reinstall the app in those workspaces",
+			"sealed", len(kc.Sealed), "installations", kc.Total, "teams", names(kc.Sealed))
+	}
+	if len(kc.Old) > 0 {
+		s.log.Warn("installations sealed with ACKD_TOKEN_KEY_OLD: run ackd installs rekey", "old_key", len(kc.Old), "teams", names(kc.Old))
+	}
+}
+
+// SealedInstallations is how many installations did not open with the
+// keys at the last look (at start, then each refresh pass).
+func (s *Service) SealedInstallations() int64 { return s.sealed.Load() }
+
+// names lists a few keys for a log line.
+func names(keys []string) string {
+	const shown = 10
+	if len(keys) <= shown {
+		return strings.Join(keys, ",")
+	}
+	return strings.Join(keys[:shown], ",") + fmt.Sprintf(",… (%d more)", len(keys)-shown)
 }
 
 // Expiry is installation in's token expiry (zero: no rotation), for the

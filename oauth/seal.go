@@ -135,6 +135,13 @@ func (k *Keys) Open(key string, sealed []byte) (t Tokens, old bool, err error) {
 	return t, old, nil
 }
 
+// Opens reports whether installation key's sealed secret opens with
+// either key (it is not returned).
+func (k *Keys) Opens(key string, sealed []byte) bool {
+	_, _, err := k.open(aad(key), sealed)
+	return err == nil
+}
+
 // newState returns a fresh install state that expires at exp: random,
 // with its expiry, signed ("{random}.{expiry ms}.{mac}").
 func (k *Keys) newState(exp time.Time) string {

@@ -57,7 +57,7 @@ const (
 	Permanent                // park now: retrying cannot help
 	RateLimited              // try again after RetryAfter without spending an attempt
 	Unavailable              // this process cannot perform the row (a credential is missing): give it back untouched
-	Waiting                  // not yet: the row's team has no installation; try again after RetryAfter without spending an attempt
+	Waiting                  // not yet: the row's team has no installation, or its tokens do not open with the key; try again after RetryAfter without spending an attempt
 )
 
 func (c Class) String() string {

@@ -75,7 +75,7 @@ const (
 	OutcomeAbandoned   = "abandoned" // not started or cut short (shutdown, lease too short); the lease will expire
 	OutcomeError       = "error"     // the result could not be written to the database
 	OutcomeSkipped     = "skipped"   // given back untouched: this process lacks what the row needs
-	OutcomeWaiting     = "waiting"   // the row's team has no installation yet ([oauth]); tried again soon
+	OutcomeWaiting     = "waiting"   // the row's team has no usable installation yet ([oauth]: none, or its tokens do not open with the key); tried again soon
 )
 
 // Observer receives what a sweep did (metrics). Implementations must be safe
@@ -468,8 +468,8 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 			"outcome", OutcomeSkipped, "code", f.Code, "err", f.Error())
 		return OutcomeSkipped, nil
 	case f.Class == Waiting:
-		s.logRow(slog.LevelInfo, row, "effect waiting: the row's team has no installation yet", "outcome", OutcomeWaiting,
-			"code", f.Code, "retry_after", f.RetryAfter)
+		s.logRow(slog.LevelInfo, row, "effect waiting: the row's team has no usable installation yet", "outcome", OutcomeWaiting,
+			"code", f.Code, "retry_after", f.RetryAfter, "err", f.Error())
 		return OutcomeWaiting, nil
 	case f.Class == RateLimited:
 		s.logRow(slog.LevelWarn, row, "effect rate limited", "outcome", OutcomeRateLimited, "code", f.Code,

@@ -61,6 +61,9 @@ type Response struct {
 	Store bool
 	// Drop closes the connection instead of answering (after Delay).
 	Drop bool
+	// Hold, when not nil, holds the answer (after Store, before Delay)
+	// until it is closed or the client gives up: a call held mid-way.
+	Hold <-chan struct{}
 }
 
 // OK is the method's normal success.
@@ -256,6 +259,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		body := ok() // performed now, whatever the answer will be
 		ok = func() any { return body }
 	}
+	if c.Method == "oauth.v2.access" {
+		s.oauthDate(w)
+	}
 	write(w, r, resp, ok)
 }
 
@@ -304,6 +310,13 @@ func (s *Server) envelope(c Call) any {
 
 // write sends resp; ok builds the success body when resp is a plain success.
 func write(w http.ResponseWriter, r *http.Request, resp Response, ok func() any) {
+	if resp.Hold != nil {
+		select {
+		case <-resp.Hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if resp.Delay > 0 {
 		t := time.NewTimer(resp.Delay)
 		defer t.Stop()

@@ -46,6 +46,10 @@ type Refresh struct {
 	RefreshToken string        // the refresh token spent
 	Age, Life    time.Duration // how old the access token it replaced was, and its whole life
 	OK           bool          // false: refused (invalid_refresh_token)
+	// Reused: the refresh token had been spent already and was accepted
+	// again within the grace period (SetRefreshGrace).
+	Reused bool
+	Time   time.Time // when the fake answered (its real clock)
 }
 
 type issued struct {
@@ -58,12 +62,21 @@ type issued struct {
 type oauthState struct {
 	clientID, secret string
 	life             time.Duration // >0: token rotation, tokens expire after life
+	grace            time.Duration // a spent refresh token is still accepted this long
+	spent            map[string]spentRefresh
+	now              func() time.Time // Slack's clock: the Date of oauth.v2.access's answers
 	codes            map[string]codeGrant
 	tokens           map[string]*issued // access token → its grant
 	refresh          map[string]*issued // unspent refresh token → the access token's record
 	refreshes        []Refresh
 	next             []Grant // grants the authorize page hands out, in order
 	issuedRefresh    []string
+}
+
+// spentRefresh is a refresh token used once, still accepted until until.
+type spentRefresh struct {
+	rec   *issued
+	until time.Time
 }
 
 type codeGrant struct {
@@ -84,6 +97,45 @@ func (s *Server) SetTokenLife(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.oauthLocked().life = d
+}
+
+// SetRefreshGrace models Slack's grace period for a spent refresh token
+// ("Refresh tokens are designed to be used once. After calling
+// oauth.v2.access, the refresh token you used is revoked after a short
+// grace period"; Slack does not say how short): for d after its first use,
+// the same refresh token is accepted again and mints a new pair, as a
+// client whose answer was lost needs. 0 (the default): single use at once.
+// Slack's "2 active tokens" limit is not modelled.
+func (s *Server) SetRefreshGrace(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.oauthLocked().grace = d
+}
+
+// SetOAuthClock sets Slack's clock as the OAuth side shows it: the Date
+// header of oauth.v2.access's answers (default: time.Now). A test that
+// puts Slack's clock off ackd's stamps event_time with OAuthNow too.
+func (s *Server) SetOAuthClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.oauthLocked().now = now
+}
+
+// OAuthNow is Slack's clock as SetOAuthClock set it.
+func (s *Server) OAuthNow() time.Time {
+	s.mu.Lock()
+	now := s.oauthLocked().now
+	s.mu.Unlock()
+	if now == nil {
+		return time.Now()
+	}
+	return now()
+}
+
+// oauthDate sets the Date header of an oauth.v2.access answer from Slack's
+// clock (Go's server would otherwise stamp its own).
+func (s *Server) oauthDate(w http.ResponseWriter) {
+	w.Header().Set("Date", s.OAuthNow().UTC().Format(http.TimeFormat))
 }
 
 // AddCode makes code exchangeable (once) for g; a non-empty redirect must
@@ -159,7 +211,8 @@ func (s *Server) KeyOf(token string) string {
 // oauthLocked returns the OAuth state, creating it; s.mu is held.
 func (s *Server) oauthLocked() *oauthState {
 	if s.oauth == nil {
-		s.oauth = &oauthState{codes: map[string]codeGrant{}, tokens: map[string]*issued{}, refresh: map[string]*issued{}}
+		s.oauth = &oauthState{codes: map[string]codeGrant{}, tokens: map[string]*issued{}, refresh: map[string]*issued{},
+			spent: map[string]spentRefresh{}}
 	}
 	return s.oauth
 }
@@ -242,14 +295,22 @@ func (s *Server) oauthAccess(p url.Values) any {
 	now := time.Now()
 	if p.Get("grant_type") == "refresh_token" {
 		rt := p.Get("refresh_token")
-		old := o.refresh[rt]
+		old, reused := o.refresh[rt], false
 		if old == nil {
-			o.refreshes = append(o.refreshes, Refresh{RefreshToken: rt})
+			if sp, ok := o.spent[rt]; ok && now.Before(sp.until) {
+				old, reused = sp.rec, true
+			}
+		}
+		if old == nil {
+			o.refreshes = append(o.refreshes, Refresh{RefreshToken: rt, Time: now})
 			return fail("invalid_refresh_token")
 		}
-		delete(o.refresh, rt) // single use
+		delete(o.refresh, rt) // single use, but for the grace period
+		if _, ok := o.spent[rt]; !ok && o.grace > 0 {
+			o.spent[rt] = spentRefresh{rec: old, until: now.Add(o.grace)}
+		}
 		o.refreshes = append(o.refreshes, Refresh{Key: old.grant.Key(), RefreshToken: rt,
-			Age: now.Sub(old.issued), Life: old.expires.Sub(old.issued), OK: true})
+			Age: now.Sub(old.issued), Life: old.expires.Sub(old.issued), OK: true, Reused: reused, Time: now})
 		return s.issue(old.grant, now)
 	}
 	cg, ok := o.codes[p.Get("code")]

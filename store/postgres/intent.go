@@ -60,14 +60,41 @@ const (
 // share WAL flushes (PostgreSQL's group commit), so batching intents in
 // ackd would save little and couple unrelated acks' failures.
 func (s *Store) RecordIntent(ctx context.Context, in store.Intent) (first bool, err error) {
+	res, err := s.recordIntent(ctx, in, nil)
+	return res.First, err
+}
+
+// RecordInstallEnd is RecordIntent with end applied in the intent's
+// transaction when this delivery is the first (see store.Installations).
+// It takes one round trip more than RecordIntent: the receipt's verdict and
+// the installation (locked FOR UPDATE) are read first, store.EndOf decides
+// in ackd, and the change goes with the rows and COMMIT.
+func (s *Store) RecordInstallEnd(ctx context.Context, in store.Intent, end store.InstallEnd) (store.InstallEndResult, error) {
+	return s.recordIntent(ctx, in, &end)
+}
+
+// endCTE inserts the receipt and, if it was the first, locks and reads
+// the installation $4 (under READ COMMITTED, FOR UPDATE waits for a
+// reinstall in flight and reads what it wrote).
+const endCTE = `WITH ` + clockCTE + `,
+	r AS (INSERT INTO slack_event_receipts (event_id, event_type, received_at)
+	      SELECT $2, $3, now FROM clock
+	      ON CONFLICT (event_id) DO NOTHING RETURNING 1),
+	i AS (SELECT installed_at, slack_installed_at, bot_user_id FROM ackd_installations
+	       WHERE install_key = $4 AND EXISTS (SELECT 1 FROM r) FOR UPDATE)
+	SELECT EXISTS (SELECT 1 FROM r), EXISTS (SELECT 1 FROM i),
+	       coalesce((SELECT installed_at FROM i), 0), coalesce((SELECT slack_installed_at FROM i), 0),
+	       coalesce((SELECT bot_user_id FROM i), '')`
+
+func (s *Store) recordIntent(ctx context.Context, in store.Intent, end *store.InstallEnd) (res store.InstallEndResult, err error) {
 	if in.EventID == "" {
-		return false, errors.New("record intent: empty event id")
+		return res, errors.New("record intent: empty event id")
 	}
 	if err := s.check(); err != nil {
-		return false, err
+		return res, err
 	}
 	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("record intent %s: %w", in.EventID, err)
+		return res, fmt.Errorf("record intent %s: %w", in.EventID, err)
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -79,7 +106,7 @@ func (s *Store) RecordIntent(ctx context.Context, in store.Intent) (first bool, 
 	}
 	conn, err := s.pool.Acquire(commitCtx)
 	if err != nil {
-		return false, fmt.Errorf("record intent %s: %w", in.EventID, s.classify(ctx, err))
+		return res, fmt.Errorf("record intent %s: %w", in.EventID, s.classify(ctx, err))
 	}
 	// A connection left inside a transaction (an error, an unknown
 	// outcome) is closed by the pool on release, never reused.
@@ -98,10 +125,41 @@ func (s *Store) RecordIntent(ctx context.Context, in store.Intent) (first bool, 
 			var a, b string
 			return r.Scan(&xid, &a, &b)
 		})
-	b.Queue(insertReceipt, off, in.EventID, in.EventType).Exec(func(tag pgconn.CommandTag) error {
-		first = tag.RowsAffected() == 1
-		return nil
-	})
+	var found bool
+	var installed, slackInstalled int64
+	var bot string
+	if end == nil {
+		b.Queue(insertReceipt, off, in.EventID, in.EventType).Exec(func(tag pgconn.CommandTag) error {
+			res.First = tag.RowsAffected() == 1
+			return nil
+		})
+	} else {
+		b.Queue(endCTE, off, in.EventID, in.EventType, end.Key).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&res.First, &found, &installed, &slackInstalled, &bot)
+		})
+		// The verdict and the installation are needed before the rest.
+		if err := conn.SendBatch(commitCtx, b).Close(); err != nil {
+			rollback(conn)
+			return store.InstallEndResult{}, fmt.Errorf("record intent %s: %w", in.EventID, s.classify(ctx, err))
+		}
+		b = &pgx.Batch{}
+		if !res.First {
+			res.Outcome = store.EndDuplicate
+		} else {
+			var slackAt time.Time
+			if slackInstalled > 0 {
+				slackAt = time.UnixMilli(slackInstalled)
+			}
+			res = store.EndOf(found, time.UnixMilli(installed), slackAt, bot, *end)
+		}
+		if res.Outcome == store.EndRemoved {
+			b.Queue(`DELETE FROM ackd_installations WHERE install_key = $1`, end.Key)
+			b.Queue(parkRows, off, end.Reason, end.Key).Exec(func(tag pgconn.CommandTag) error {
+				res.Parked = tag.RowsAffected()
+				return nil
+			})
+		}
+	}
 	if r := in.Request; r != nil {
 		body := r.Body
 		if body == nil {
@@ -119,16 +177,16 @@ func (s *Store) RecordIntent(ctx context.Context, in store.Intent) (first bool, 
 	if err := conn.SendBatch(commitCtx, b).Close(); err != nil {
 		// COMMIT was never sent: the transaction cannot commit.
 		rollback(conn)
-		return false, fmt.Errorf("record intent %s: %w", in.EventID, s.classify(ctx, err))
+		return store.InstallEndResult{}, fmt.Errorf("record intent %s: %w", in.EventID, s.classify(ctx, err))
 	}
 	_, err = conn.Exec(commitCtx, `COMMIT`)
 	if err == nil {
-		return first, nil
+		return res, nil
 	}
 	if err = s.settle(ctx, err, xid, by); err != nil {
-		return false, fmt.Errorf("record intent %s: commit: %w", in.EventID, s.classify(ctx, err))
+		return store.InstallEndResult{}, fmt.Errorf("record intent %s: commit: %w", in.EventID, s.classify(ctx, err))
 	}
-	return first, nil
+	return res, nil
 }
 
 // rollback ends conn's open transaction, if the connection is still there,

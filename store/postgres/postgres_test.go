@@ -431,3 +431,26 @@ func TestReadOnlyWithoutConfirmColumns(t *testing.T) {
 		t.Fatalf("GetByKey on the older schema = %+v, %v", got, err)
 	}
 }
+
+// A read-only store on a schema from before
+// ackd_installations.slack_installed_at reads installations with that time
+// unknown.
+func TestReadOnlyWithoutInstallSlackTime(t *testing.T) {
+	u := pgtest.URL(t)
+	ctx := context.Background()
+	s := mustOpen(t, u, store.Options{})
+	if err := s.PutInstallation(ctx, store.Installation{Key: "T1", Secret: []byte{1}, SlackInstalledAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	pgtest.Exec(t, u, `ALTER TABLE ackd_installations DROP COLUMN slack_installed_at`)
+	pgtest.Exec(t, u, `DELETE FROM ackd_migrations WHERE version = $1`, latest())
+	r := mustOpen(t, u, store.Options{ReadOnly: true, MinSchema: 3})
+	list, err := r.ListInstallations(ctx)
+	if err != nil || len(list) != 1 || list[0].Key != "T1" || !list[0].SlackInstalledAt.IsZero() {
+		t.Fatalf("ListInstallations on the older schema = %+v, %v", list, err)
+	}
+	if _, err := r.GetInstallation(ctx, "T1"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -294,3 +294,12 @@ SELECT id,
        last_error,
        result
   FROM outbox;
+
+-- migrate: 10
+
+-- Slack's clock when an installation's code was exchanged (the Date of
+-- oauth.v2.access's answer, ms; 0: unknown, an installation stored before
+-- this column). An app_uninstalled or tokens_revoked whose event_time (also
+-- Slack's clock) is older changes nothing: it is a retry, or a late first
+-- delivery, of an uninstall that came before this installation.
+ALTER TABLE ackd_installations ADD COLUMN slack_installed_at bigint NOT NULL DEFAULT 0;

@@ -69,6 +69,8 @@ type Store struct {
 	instanceEffects bool
 	// instanceState: ackd_instances has its state column (likewise).
 	instanceState bool
+	// installsOld: ackd_installations lacks slack_installed_at (likewise).
+	installsOld bool
 	// readColumns is what Get, GetByKey and List select: rowColumns, or on
 	// an older schema a read-only store opened, the same with constants in
 	// place of the columns it lacks (outboxReadColumns).
@@ -164,6 +166,12 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 		if err == nil {
 			err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
 				WHERE table_schema = current_schema() AND table_name = 'ackd_instances' AND column_name = 'state')`).Scan(&s.instanceState)
+		}
+		if err == nil {
+			var has bool
+			err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+				WHERE table_schema = current_schema() AND table_name = 'ackd_installations' AND column_name = 'slack_installed_at')`).Scan(&has)
+			s.installsOld = !has
 		}
 	}
 	if err != nil {

@@ -5,20 +5,34 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ackd/ackd/store"
 )
 
 const installColumns = `install_key, team_id, enterprise_id, is_enterprise_install, app_id, bot_user_id, bot_id,
-	scopes, user_scopes, installer_user_id, installed_at, updated_at, secret, version, error`
+	scopes, user_scopes, installer_user_id, installed_at, updated_at, secret, version, error, slack_installed_at`
+
+// installSelect is what GetInstallation and ListInstallations select:
+// installColumns, or on a schema from before slack_installed_at (a
+// read-only store on a database not migrated yet) 0 in its place.
+func (s *Store) installSelect() string {
+	if s.installsOld {
+		return strings.Replace(installColumns, "slack_installed_at", "0", 1)
+	}
+	return installColumns
+}
 
 func scanInstall(sc scanner) (store.Installation, error) {
 	var in store.Installation
-	var installed, updated int64
+	var installed, updated, slackInstalled int64
 	err := sc.Scan(&in.Key, &in.TeamID, &in.EnterpriseID, &in.EnterpriseInstall, &in.AppID, &in.BotUserID, &in.BotID,
-		&in.Scopes, &in.UserScopes, &in.InstallerUserID, &installed, &updated, &in.Secret, &in.Version, &in.Error)
+		&in.Scopes, &in.UserScopes, &in.InstallerUserID, &installed, &updated, &in.Secret, &in.Version, &in.Error, &slackInstalled)
 	in.InstalledAt, in.UpdatedAt = time.UnixMilli(installed), time.UnixMilli(updated)
+	if slackInstalled > 0 {
+		in.SlackInstalledAt = time.UnixMilli(slackInstalled)
+	}
 	return in, err
 }
 
@@ -28,18 +42,7 @@ func (s *Store) PutInstallation(ctx context.Context, in store.Installation) erro
 		return errors.New("put installation: key and secret are required")
 	}
 	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO ackd_installations (`+installColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, '')
-			ON CONFLICT (install_key) DO UPDATE SET
-			  team_id = excluded.team_id, enterprise_id = excluded.enterprise_id,
-			  is_enterprise_install = excluded.is_enterprise_install, app_id = excluded.app_id,
-			  bot_user_id = excluded.bot_user_id, bot_id = excluded.bot_id, scopes = excluded.scopes,
-			  user_scopes = excluded.user_scopes, installer_user_id = excluded.installer_user_id,
-			  installed_at = excluded.installed_at, updated_at = excluded.updated_at,
-			  secret = excluded.secret, version = ackd_installations.version + 1, error = ''`,
-			in.Key, in.TeamID, in.EnterpriseID, in.EnterpriseInstall, in.AppID, in.BotUserID, in.BotID,
-			in.Scopes, in.UserScopes, in.InstallerUserID, now, now, in.Secret)
-		return err
+		return putInstallation(ctx, tx, in, now)
 	})
 	if err != nil {
 		return fmt.Errorf("put installation: %w", classify(err))
@@ -47,9 +50,70 @@ func (s *Store) PutInstallation(ctx context.Context, in store.Installation) erro
 	return nil
 }
 
+func putInstallation(ctx context.Context, tx *sql.Tx, in store.Installation, now int64) error {
+	var slackAt int64
+	if !in.SlackInstalledAt.IsZero() {
+		slackAt = in.SlackInstalledAt.UnixMilli()
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO ackd_installations (`+installColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, '', ?)
+		ON CONFLICT (install_key) DO UPDATE SET
+		  team_id = excluded.team_id, enterprise_id = excluded.enterprise_id,
+		  is_enterprise_install = excluded.is_enterprise_install, app_id = excluded.app_id,
+		  bot_user_id = excluded.bot_user_id, bot_id = excluded.bot_id, scopes = excluded.scopes,
+		  user_scopes = excluded.user_scopes, installer_user_id = excluded.installer_user_id,
+		  installed_at = excluded.installed_at, updated_at = excluded.updated_at,
+		  secret = excluded.secret, version = ackd_installations.version + 1, error = '',
+		  slack_installed_at = excluded.slack_installed_at`,
+		in.Key, in.TeamID, in.EnterpriseID, in.EnterpriseInstall, in.AppID, in.BotUserID, in.BotID,
+		in.Scopes, in.UserScopes, in.InstallerUserID, now, now, in.Secret, slackAt)
+	return err
+}
+
+// PutInstallationWithState stores in and records state's use in one
+// transaction, if state was not used already.
+func (s *Store) PutInstallationWithState(ctx context.Context, in store.Installation, state string, ttl time.Duration) (bool, error) {
+	if in.Key == "" || len(in.Secret) == 0 || state == "" {
+		return false, errors.New("put installation: key, secret and state are required")
+	}
+	var first bool
+	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+		first = false
+		if _, err := tx.ExecContext(ctx, `DELETE FROM ackd_oauth_states WHERE expires_at <= ?`, now); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO ackd_oauth_states (state_hash, expires_at) VALUES (?, ?)
+			ON CONFLICT (state_hash) DO NOTHING`, state, now+ttl.Milliseconds())
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n != 1 {
+			return err // used already: nothing more is written
+		}
+		first = true
+		return putInstallation(ctx, tx, in, now)
+	})
+	if err != nil {
+		return false, fmt.Errorf("put installation: %w", classify(err))
+	}
+	return first, nil
+}
+
+// OAuthStateUsed reports whether state's use is recorded and unexpired.
+func (s *Store) OAuthStateUsed(ctx context.Context, state string) (bool, error) {
+	var used bool
+	err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM ackd_oauth_states WHERE state_hash = ? AND expires_at > ?)`,
+		state, ms(s.opts.Now())).Scan(&used)
+	if err != nil {
+		return false, fmt.Errorf("read oauth state: %w", classify(err))
+	}
+	return used, nil
+}
+
 // GetInstallation returns key's installation, or ErrNoInstallation.
 func (s *Store) GetInstallation(ctx context.Context, key string) (store.Installation, error) {
-	in, err := scanInstall(s.r.QueryRowContext(ctx, `SELECT `+installColumns+` FROM ackd_installations WHERE install_key = ?`, key))
+	in, err := scanInstall(s.r.QueryRowContext(ctx, `SELECT `+s.installSelect()+` FROM ackd_installations WHERE install_key = ?`, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Installation{}, fmt.Errorf("installation %s: %w", key, store.ErrNoInstallation)
 	}
@@ -61,7 +125,7 @@ func (s *Store) GetInstallation(ctx context.Context, key string) (store.Installa
 
 // ListInstallations returns every installation by key.
 func (s *Store) ListInstallations(ctx context.Context) ([]store.Installation, error) {
-	res, err := s.r.QueryContext(ctx, `SELECT `+installColumns+` FROM ackd_installations ORDER BY install_key`)
+	res, err := s.r.QueryContext(ctx, `SELECT `+s.installSelect()+` FROM ackd_installations ORDER BY install_key`)
 	if err != nil {
 		return nil, fmt.Errorf("list installations: %w", classify(err))
 	}
@@ -130,19 +194,24 @@ func (s *Store) SetInstallationError(ctx context.Context, key, msg string) error
 func (s *Store) ParkInstallRows(ctx context.Context, key, reason string) (int64, error) {
 	var n int64
 	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
-		res, err := tx.ExecContext(ctx, `UPDATE outbox
-			   SET status = 'parked', last_error = ?, claim_token = NULL, claim_expires_at = NULL, next_attempt_at = ?
-			 WHERE status = 'pending' AND json_valid(payload) AND payload ->> '$.facts.install' = ?`, reason, now, key)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+		var err error
+		n, err = parkInstallRows(ctx, tx, key, reason, now)
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("park rows of installation %s: %w", key, classify(err))
 	}
 	return n, nil
+}
+
+func parkInstallRows(ctx context.Context, tx *sql.Tx, key, reason string, now int64) (int64, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE outbox
+		   SET status = 'parked', last_error = ?, claim_token = NULL, claim_expires_at = NULL, next_attempt_at = ?
+		 WHERE status = 'pending' AND json_valid(payload) AND payload ->> '$.facts.install' = ?`, reason, now, key)
+	if err != nil {
+		return 0, fmt.Errorf("park rows of installation %s: %w", key, err)
+	}
+	return res.RowsAffected()
 }
 
 // WaitingRows counts pending rows waiting for an installation.
@@ -153,28 +222,6 @@ func (s *Store) WaitingRows(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("count waiting rows: %w", classify(err))
 	}
 	return n, nil
-}
-
-// UseOAuthState records state's use and reports whether it was the first.
-func (s *Store) UseOAuthState(ctx context.Context, state string, ttl time.Duration) (bool, error) {
-	var first bool
-	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM ackd_oauth_states WHERE expires_at <= ?`, now); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO ackd_oauth_states (state_hash, expires_at) VALUES (?, ?)
-			ON CONFLICT (state_hash) DO NOTHING`, state, now+ttl.Milliseconds())
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		first = n == 1
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("use oauth state: %w", classify(err))
-	}
-	return first, nil
 }
 
 // AcquireLease takes (or renews) the lease name for holder until now+ttl.

@@ -92,3 +92,34 @@ func TestInstancesReadOnlyWithoutEffectsColumn(t *testing.T) {
 		t.Fatalf("Instances on the older schema = %+v, %v", ins, err)
 	}
 }
+
+// A read-only store on a schema from before
+// ackd_installations.slack_installed_at (ackd installs list, config check
+// on a database an older daemon serves) reads installations with that time
+// unknown.
+func TestInstallationsReadOnlyWithoutSlackTime(t *testing.T) {
+	c := newClock()
+	s, path := newStore(t, c)
+	ctx := context.Background()
+	if err := s.PutInstallation(ctx, store.Installation{Key: "T1", Secret: []byte{1}, SlackInstalledAt: c.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.SchemaVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	raw := rawDB(t, path)
+	if _, err := raw.Exec(fmt.Sprintf(`ALTER TABLE ackd_installations DROP COLUMN slack_installed_at; PRAGMA user_version = %d`, v-1)); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	r := mustOpen(t, path, store.Options{Now: c.Now, ReadOnly: true, MinSchema: 3})
+	list, err := r.ListInstallations(ctx)
+	if err != nil || len(list) != 1 || list[0].Key != "T1" || !list[0].SlackInstalledAt.IsZero() {
+		t.Fatalf("ListInstallations on the older schema = %+v, %v", list, err)
+	}
+	if _, err := r.GetInstallation(ctx, "T1"); err != nil {
+		t.Fatal(err)
+	}
+}

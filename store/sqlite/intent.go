@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/ackd/ackd/store"
 )
 
 // RecordIntent commits the receipt and the outbox rows of one accepted Slack
@@ -24,11 +27,23 @@ import (
 // inside a transaction, RecordIntent reports that commit's outcome even if
 // ctx ends meanwhile (see inGroup).
 func (s *Store) RecordIntent(ctx context.Context, in Intent) (first bool, err error) {
+	res, err := s.recordIntent(ctx, in, nil)
+	return res.First, err
+}
+
+// RecordInstallEnd is RecordIntent with end applied in the intent's
+// transaction when this delivery is the first (see store.Installations).
+func (s *Store) RecordInstallEnd(ctx context.Context, in Intent, end store.InstallEnd) (store.InstallEndResult, error) {
+	return s.recordIntent(ctx, in, &end)
+}
+
+func (s *Store) recordIntent(ctx context.Context, in Intent, end *store.InstallEnd) (store.InstallEndResult, error) {
 	if in.EventID == "" {
-		return false, errors.New("record intent: empty event id")
+		return store.InstallEndResult{}, errors.New("record intent: empty event id")
 	}
-	var verdict bool
-	err = s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+	var res store.InstallEndResult
+	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
+		res = store.InstallEndResult{}
 		if _, err := tx.StmtContext(ctx, s.st.receipt).ExecContext(ctx, in.EventID, in.EventType, now); err != nil {
 			return fmt.Errorf("insert receipt: %w", err)
 		}
@@ -48,14 +63,56 @@ func (s *Store) RecordIntent(ctx context.Context, in Intent) (first bool, err er
 		if err := s.insertRows(ctx, tx, in.Rows, now); err != nil {
 			return err
 		}
-		verdict = changes == 1
+		switch {
+		case changes != 1:
+			res.Outcome = store.EndDuplicate
+		case end != nil:
+			// The one writer's transaction: what is read here is what the
+			// delete sees.
+			r, err := endInstall(ctx, tx, *end, now)
+			if err != nil {
+				return err
+			}
+			res = r
+		}
+		res.First = changes == 1
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("record intent %s: %w", in.EventID, classify(err))
+		return store.InstallEndResult{}, fmt.Errorf("record intent %s: %w", in.EventID, classify(err))
 	}
 	s.intents.Add(1)
-	return verdict, nil
+	return res, nil
+}
+
+// endInstall applies an installation-ending event inside the intent's
+// transaction (store.EndOf decides).
+func endInstall(ctx context.Context, tx *sql.Tx, end store.InstallEnd, now int64) (store.InstallEndResult, error) {
+	var installed, slackInstalled int64
+	var bot string
+	err := tx.QueryRowContext(ctx, `SELECT installed_at, slack_installed_at, bot_user_id FROM ackd_installations WHERE install_key = ?`,
+		end.Key).Scan(&installed, &slackInstalled, &bot)
+	found := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return store.InstallEndResult{}, fmt.Errorf("read installation: %w", err)
+	}
+	var slackAt time.Time
+	if slackInstalled > 0 {
+		slackAt = time.UnixMilli(slackInstalled)
+	}
+	res := store.EndOf(found, time.UnixMilli(installed), slackAt, bot, end)
+	if res.Outcome != store.EndRemoved {
+		return res, nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM ackd_installations WHERE install_key = ?`, end.Key); err != nil {
+		return store.InstallEndResult{}, fmt.Errorf("delete installation: %w", err)
+	}
+	n, err := parkInstallRows(ctx, tx, end.Key, end.Reason, now)
+	if err != nil {
+		return store.InstallEndResult{}, err
+	}
+	res.Parked = n
+	return res, nil
 }
 
 // insertRows enqueues outbox rows, idempotently by key.

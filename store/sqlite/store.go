@@ -63,6 +63,8 @@ type Store struct {
 	instanceEffects bool
 	// instanceState: ackd_instances has its state column (likewise).
 	instanceState bool
+	// installsOld: ackd_installations lacks slack_installed_at (likewise).
+	installsOld bool
 	// readColumns is what Get, GetByKey and List select: rowColumns, or on
 	// an older schema a read-only store opened, the same with constants in
 	// place of the columns it lacks (outboxReadColumns).
@@ -191,6 +193,11 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 		return nil, sqliteReason(err)
 	}
 	s.instanceState = n == 1
+	if err := r.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('ackd_installations') WHERE name = 'slack_installed_at'`).Scan(&n); err != nil {
+		r.Close()
+		return nil, sqliteReason(err)
+	}
+	s.installsOld = n == 0
 	if err := r.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('outbox') WHERE name = 'outcome_unknown'`).Scan(&n); err != nil {
 		r.Close()
 		return nil, sqliteReason(err)

@@ -11,8 +11,10 @@
 // completion counting its attempt, backoff, parking and rate limits,
 // requeue, pruning that never touches pending or parked rows, the
 // inspection calls, the instances table, installations (fenced secret
-// updates, one-use oauth states, named leases, parking an installation's
-// rows), and catch-up's marks and recovered messages.
+// updates, oauth states used once with their installation, uninstalls in
+// their receipt's transaction and judged against the install, named leases,
+// parking an installation's rows), and catch-up's marks and recovered
+// messages.
 //
 // Time. SQLite judges leases on the process's clock (store.Options.Now);
 // PostgreSQL on the database's. The suite controls time through DB: Now is
