@@ -95,6 +95,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		g.with(sendCmd(g), "listen"),
 		g.with(benchCmd(g), "db", "listen"),
 		g.with(configCmd(g), "db", "listen"),
+		manifestCmd(g),
 		versionCmd(g),
 		g.with(ceilingCmd(g), "listen"))
 	return root
