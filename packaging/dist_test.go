@@ -170,6 +170,7 @@ func TestReleaseBuild(t *testing.T) {
 				"/usr/share/ackd/litestream.yml":              "-rw-r--r--",
 				"/usr/share/doc/ackd/README.md":               "-rw-r--r--",
 				"/usr/share/doc/ackd/CHANGELOG.md":            "-rw-r--r--",
+				"/usr/share/doc/ackd/copyright":               "-rw-r--r--",
 			}
 			for path, mode := range wantFiles {
 				if files[path] != mode {
