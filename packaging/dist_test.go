@@ -49,6 +49,7 @@ func run(tb testing.TB, dir string, env []string, name string, args ...string) s
 // native package installs as the README says and leaves the database at
 // remove and at purge.
 func TestReleaseBuild(t *testing.T) {
+	testreq.Short(t, "runs the release build for two architectures and dpkg")
 	t.Parallel()
 	testreq.Need(t, have("bash", "git", "dpkg-deb", "dpkg", "sha256sum"),
 		"dpkg-deb, dpkg and sha256sum are needed (Debian's dpkg and coreutils)")
