@@ -2,10 +2,12 @@ package manifest
 
 // Slack's facts behind the manifest: which bot scope each Web API method an
 // effect calls needs, and which scope each Events API subscription needs.
-// Each entry names its source; [read] marks a page read in this form while
-// the table was written (2026-12), the others come from the same reference
-// (docs.slack.dev/reference/events/<type>, "Required scopes"; and
-// docs.slack.dev/reference/scopes/<scope>, "Compatible events").
+// Each entry names its source; [read] marks a page whose stored copy was
+// read while the table was written (2026-12). The other entries follow the
+// same reference pages (docs.slack.dev/reference/events/<type>, "Required
+// scopes"; docs.slack.dev/reference/scopes/<scope>, "Compatible events")
+// but were not re-read for this table [unchecked]: when Slack's app
+// settings name another scope for an event, that page wins — fix the entry.
 
 // Slack's conversation types, as the manifest's message.* subscriptions and
 // *:history scopes name them. A channel ID does not tell public from
