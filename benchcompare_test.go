@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ackd/ackd/internal/testreq"
 	"github.com/ackd/ackd/slacksim"
 )
 
@@ -26,6 +27,7 @@ func compareTestRun(tb testing.TB, extra ...string) (procResult, string) {
 }
 
 func TestBenchCompare(t *testing.T) {
+	testreq.Short(t, "benchmarks three daemons")
 	t.Run("measures FULL, NORMAL and the ceiling under identical load and checks both databases", func(t *testing.T) {
 		r, dir := compareTestRun(t, "--json")
 		var rep slacksim.CompareReport

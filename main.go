@@ -9,6 +9,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -95,6 +97,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		g.with(sendCmd(g), "listen"),
 		g.with(benchCmd(g), "db", "listen"),
 		g.with(configCmd(g), "db", "listen"),
+		manifestCmd(g),
 		versionCmd(g),
 		g.with(ceilingCmd(g), "listen"))
 	return root
@@ -1209,19 +1212,30 @@ func (g *globals) baseURL() string {
 }
 
 func sendCmd(g *globals) *cobra.Command {
-	var url string
+	var url, cacert string
 	var form bool
 	var retryNum int
 	c := &cobra.Command{
 		Use:   "send FILE",
 		Short: "Sign a payload file with SLACK_SIGNING_SECRET and POST it to a running ackd",
-		Long: "JSON files go to /slack/events. With --form the file is a form body: a slash command,\n" +
-			"or an interaction when it has a payload= field. --url overrides the target URL.",
+		Long: "Signs FILE with the signing secret in SLACK_SIGNING_SECRET (or the file named by\n" +
+			"SLACK_SIGNING_SECRET_FILE), the same secret the daemon uses, and POSTs it.\n" +
+			"JSON files go to /slack/events. With --form the file is a form body: a slash command,\n" +
+			"or an interaction when it has a payload= field. --url overrides the target URL.\n" +
+			"An https:// --url is checked against the system's CAs (SSL_CERT_FILE names another\n" +
+			"bundle) and, with --cacert, the certificates in that PEM file: Caddy's local CA is\n" +
+			"/var/lib/caddy/.local/share/caddy/pki/authorities/local/root.crt.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body, err := os.ReadFile(args[0])
 			if err != nil {
 				return err
+			}
+			var client *http.Client
+			if cacert != "" {
+				if client, err = caClient(cacert); err != nil {
+					return err
+				}
 			}
 			sec, err := daemon.Secret("SLACK_SIGNING_SECRET", os.Getenv)
 			if err != nil {
@@ -1242,7 +1256,7 @@ func sendCmd(g *globals) *cobra.Command {
 				url = g.baseURL() + path
 			}
 			a, err := slacksim.SendAnswer(cmd.Context(), slacksim.SendOptions{
-				URL: url, Secret: sec, Body: body, Form: form, RetryNum: retryNum})
+				URL: url, Secret: sec, Body: body, Form: form, RetryNum: retryNum, Client: client})
 			if err != nil {
 				return err
 			}
@@ -1257,16 +1271,38 @@ func sendCmd(g *globals) *cobra.Command {
 			switch {
 			case a.Status == http.StatusUnauthorized:
 				return errors.New("rejected (401): the signing secret differs from the daemon's, or the clock is off (a signature is valid for 5 minutes)")
+			case a.Status == http.StatusBadRequest && !form && !json.Valid(body):
+				return fmt.Errorf("the daemon answered 400: %s is not JSON; a form body (a slash command, or an interaction with payload=) is sent with --form", args[0])
 			case a.Status >= 300:
 				return fmt.Errorf("the daemon answered %d", a.Status)
 			}
 			return nil
 		},
 	}
+	c.Flags().StringVar(&cacert, "cacert", "", "PEM file of CA certificates to trust for an https:// --url, besides the system's (e.g. Caddy's local CA)")
 	c.Flags().StringVar(&url, "url", "", "target URL (default http://{listen}/slack/events, /slack/commands or /slack/interactivity)")
 	c.Flags().BoolVar(&form, "form", false, "the file is a form body (slash command or interaction), not Events API JSON")
 	c.Flags().IntVar(&retryNum, "retry-num", 0, "add X-Slack-Retry-Num: N and X-Slack-Retry-Reason: http_timeout")
 	return c
+}
+
+// caClient is an HTTP client for send that trusts the certificates in the
+// PEM file besides the system's.
+func caClient(file string) (*http.Client, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--cacert: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--cacert: %s holds no PEM certificate", file)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, nil
 }
 
 // outcomeText says what ackd decided, from its X-Ackd-Outcome header.

@@ -33,6 +33,7 @@ import (
 
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/pgtest"
+	"github.com/ackd/ackd/internal/testreq"
 	"github.com/ackd/ackd/slacksim"
 	"github.com/ackd/ackd/store/postgres"
 )
@@ -54,6 +55,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	testreq.Report() // what skipped, and why, without -v too
 	os.Exit(code)
 }
 

@@ -86,6 +86,11 @@ func TestLitestreamUnitFitsAckdUnit(t *testing.T) {
 	if got := unitValues(t, l, "BindsTo"); len(got) != 1 || got[0] != "ackd.service" {
 		t.Errorf("litestream.service BindsTo=%v, want ackd.service", got)
 	}
+	// Issue 30.4: Debian ships no litestream; the sidecar is skipped, not
+	// failed, where its binary is missing.
+	if got := unitValues(t, l, "ConditionPathExists"); len(got) != 1 || got[0] != "/usr/bin/litestream" {
+		t.Errorf("litestream.service ConditionPathExists=%v, want /usr/bin/litestream (ExecStart's binary)", got)
+	}
 
 	analyze, err := exec.LookPath("systemd-analyze")
 	testreq.Need(t, err == nil, "systemd-analyze is not installed (Debian: apt-get install systemd; .ci/with-tools.sh)")
@@ -103,6 +108,7 @@ func TestLitestreamUnitFitsAckdUnit(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "ackd.service"), []byte(replace(a, "/usr/bin/ackd", procBin)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	l = strings.Replace(l, "\nConditionPathExists=/usr/bin/litestream\n", "\nConditionPathExists="+stub+"\n", 1)
 	if err := os.WriteFile(filepath.Join(dir, "litestream.service"), []byte(replace(l, "/usr/bin/litestream", stub)), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -236,3 +236,31 @@ func TestMonitoringRunbooks(t *testing.T) {
 		}
 	}
 }
+
+// Issue 30.4: monitoring/prometheus.yml wires the scrape job and the rules
+// (promtool check config loads both), and the README shows that file.
+func TestMonitoringPrometheusWiring(t *testing.T) {
+	t.Parallel()
+	wiring, err := os.ReadFile("monitoring/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```yaml\n"+string(wiring)+"```\n") {
+		t.Error("README.md does not show monitoring/prometheus.yml as it is (a ```yaml block)")
+	}
+	for _, want := range []string{"\nrule_files:\n  - ackd-rules.yml", "\nscrape_configs:\n  - job_name: ackd"} {
+		if !strings.Contains(string(wiring), want) {
+			t.Errorf("monitoring/prometheus.yml lacks %q", want)
+		}
+	}
+	promtool, err := exec.LookPath("promtool")
+	testreq.Need(t, err == nil, "promtool is not installed (Debian: apt-get install prometheus; .ci/with-promtool.sh)")
+	out, err := exec.Command(promtool, "check", "config", "monitoring/prometheus.yml").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SUCCESS: 1 rule files found") {
+		t.Fatalf("promtool check config monitoring/prometheus.yml: %v\n%s", err, out)
+	}
+}

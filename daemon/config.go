@@ -207,6 +207,9 @@ type Route struct {
 	Effect  string   `toml:"effect"`
 	Timeout Duration `toml:"timeout"`
 	AckText string   `toml:"ack_text"`
+	// Description says what a slash command does, in Slack's command list;
+	// `ackd manifest` writes it into the app manifest (command routes only).
+	Description string `toml:"description"`
 
 	URL             string `toml:"url"`        // forward
 	ToChannel       string `toml:"to_channel"` // post/update: target channel (template); default the event's
@@ -482,6 +485,12 @@ func (c *Config) Validate() error {
 		}
 		if r.AckText != "" && r.Command == "" {
 			bad("%s: ack_text answers a slash command; this route matches no command", where)
+		}
+		if r.Description != "" && r.Command == "" {
+			bad("%s: description describes a slash command in the app manifest; this route matches no command", where)
+		}
+		if n := len([]rune(r.Description)); n > 2000 {
+			bad("%s: description is %d characters; Slack allows at most 2000", where, n)
 		}
 		// A key that the route's effect does not use is a mistake an
 		// operator would not notice until the effect misbehaves.

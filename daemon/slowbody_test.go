@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/internal/testreq"
 )
 
 // Slow and unauthenticated bodies (issue 11, part 3): a request that cannot
@@ -80,6 +81,7 @@ func (c *rawConn) answer() *http.Response {
 }
 
 func TestBodiesAreReadOnlyForSlackShapedRequests(t *testing.T) {
+	testreq.Short(t, "waits out body deadlines")
 	t.Parallel()
 	// A fresh server per case, so that its log holds only that case.
 	newServer := func(t *testing.T) (*testServer, string) {
@@ -332,6 +334,7 @@ func TestBodyBudget(t *testing.T) {
 // whole budget and every real Slack request got 503. Now a body is charged
 // for the bytes that arrived.
 func TestFakeSignaturesDoNotStarveSlack(t *testing.T) {
+	testreq.Short(t, "holds thousands of stalled connections")
 	t.Parallel()
 	s := startServer(t, configFor(t, ""), daemon.Options{})
 	addr := strings.TrimPrefix(s.URL, "http://")

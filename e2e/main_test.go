@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/ackd/ackd/internal/testreq"
 )
 
 var (
@@ -28,7 +30,7 @@ var ackdBin string
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
-		os.Exit(m.Run()) // TestFaults skips itself; no need to build
+		os.Exit(testreq.Main(m)) // TestFaults skips itself; no need to build
 	}
 	dir, err := os.MkdirTemp("", "ackd-e2e-bin-")
 	if err != nil {
@@ -43,6 +45,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	testreq.Report() // what skipped, and why, without -v too
 	os.Exit(code)
 }
 

@@ -49,6 +49,7 @@ func run(tb testing.TB, dir string, env []string, name string, args ...string) s
 // native package installs as the README says and leaves the database at
 // remove and at purge.
 func TestReleaseBuild(t *testing.T) {
+	testreq.Short(t, "runs the release build for two architectures and dpkg")
 	t.Parallel()
 	testreq.Need(t, have("bash", "git", "dpkg-deb", "dpkg", "sha256sum"),
 		"dpkg-deb, dpkg and sha256sum are needed (Debian's dpkg and coreutils)")
@@ -170,6 +171,7 @@ func TestReleaseBuild(t *testing.T) {
 				"/usr/share/ackd/litestream.yml":              "-rw-r--r--",
 				"/usr/share/doc/ackd/README.md":               "-rw-r--r--",
 				"/usr/share/doc/ackd/CHANGELOG.md":            "-rw-r--r--",
+				"/usr/share/doc/ackd/copyright":               "-rw-r--r--",
 			}
 			for path, mode := range wantFiles {
 				if files[path] != mode {

@@ -93,6 +93,7 @@ for arch in $arches; do
 	install -m 0644 systemd/ackd.toml "$root/etc/ackd/ackd.toml"
 	install -m 0644 systemd/Caddyfile systemd/litestream.service systemd/litestream.yml "$root/usr/share/ackd/"
 	install -m 0644 README.md CHANGELOG.md "$root/usr/share/doc/ackd/"
+	install -m 0644 packaging/deb/copyright "$root/usr/share/doc/ackd/copyright"
 	install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$root/DEBIAN/"
 	install -m 0644 packaging/deb/conffiles "$root/DEBIAN/conffiles"
 	size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)

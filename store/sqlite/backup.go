@@ -65,6 +65,12 @@ func backup(ctx context.Context, src, dst string, overwrite bool) (BackupInfo, e
 	}
 
 	dir := filepath.Dir(dst)
+	if st, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		// Said here, not as CreateTemp's ENOENT on a temporary name.
+		return BackupInfo{}, fmt.Errorf("the directory %s does not exist: create it first (install -d -m 0700 %s)", dir, dir)
+	} else if err == nil && !st.IsDir() {
+		return BackupInfo{}, fmt.Errorf("%s is not a directory", dir)
+	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dst)+".tmp-*") // 0600
 	if err != nil {
 		return BackupInfo{}, err

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/internal/testreq"
 	"github.com/ackd/ackd/store"
 )
 
@@ -23,6 +24,7 @@ import (
 // SQLite's 1000-page restart point, and the database file must have taken
 // the checkpointed pages.
 func TestWALStaysBoundedUnderConstantWrites(t *testing.T) {
+	testreq.Short(t, "writes 12,000 intents")
 	path := filepath.Join(t.TempDir(), "ackd.db")
 	s := mustOpen(t, path, store.Options{})
 	const callers, intents = 64, 12000

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/internal/testreq"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/store/sqlite"
 	_ "modernc.org/sqlite"
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 	default:
 		os.Exit(child(mode))
 	}
-	os.Exit(m.Run())
+	os.Exit(testreq.Main(m)) // then what skipped, and why, without -v too
 }
 
 func schema(tb testing.TB) string {
