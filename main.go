@@ -674,7 +674,10 @@ func migrateCmd(g *globals) *cobra.Command {
 		Short: "Create or upgrade the database schema (serve also does this at start)",
 		Long: "Create or upgrade the database schema (serve also does this at start).\n\n" +
 			"--dry-run prints the database's schema version and each migration this ackd would\n" +
-			"apply, and writes nothing (a missing SQLite file is not created).",
+			"apply with what it costs (in place, or how many rows it updates), and writes nothing\n" +
+			"(a missing SQLite file is not created). Each migration applied to an existing\n" +
+			"database is logged with the time it held the write lock (lock_ms): a daemon still\n" +
+			"serving the database waits that long to record its acks.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dryRun {
@@ -715,6 +718,12 @@ func (g *globals) migrateDryRun(ctx context.Context) error {
 	}
 	for _, m := range p.Apply {
 		fmt.Fprintf(g.stdout, "would apply migration %d: %s\n", m.Version, m.Summary())
+		if cost := m.Cost(); cost != "" && p.Exists {
+			if n, ok := p.Rows[m.Version]; ok {
+				cost += fmt.Sprintf(" (%d %s now)", n, plural(n, "row", "rows"))
+			}
+			fmt.Fprintf(g.stdout, "  cost: %s\n", cost)
+		}
 	}
 	fmt.Fprintf(g.stdout, "dry run: nothing written (migrate would bring it to schema version %d)\n", p.Apply[len(p.Apply)-1].Version)
 	return nil
@@ -1304,4 +1313,12 @@ func redactedURL(raw string) string {
 		return "(redacted)"
 	}
 	return u.Scheme + "://" + u.Host + "/(redacted)"
+}
+
+// plural is one when n is 1, else many.
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -74,8 +76,8 @@ func TestMigrateDryRunSQLite(t *testing.T) {
 		before := fileSum(t, db)
 
 		out := procMustRun(t, procEnv(), "migrate", "--dry-run", "--db", db).Stdout
-		want := fmt.Sprintf("%s: schema version %d\nwould apply migration %d: %s\ndry run: nothing written (migrate would bring it to schema version %d)\n",
-			db, latest.Version-1, latest.Version, latest.Summary(), latest.Version)
+		want := fmt.Sprintf("%s: schema version %d\nwould apply migration %d: %s\n  cost: %s\ndry run: nothing written (migrate would bring it to schema version %d)\n",
+			db, latest.Version-1, latest.Version, latest.Summary(), latest.Cost(), latest.Version)
 		if out != want {
 			t.Errorf("dry run:\n%s\nwant:\n%s", out, want)
 		}
@@ -138,5 +140,74 @@ func TestMigrateDryRunPostgres(t *testing.T) {
 	out = procMustRun(t, procEnv(), "migrate", "--dry-run", "--db", url).Stdout
 	if !strings.Contains(out, fmt.Sprintf("schema version %d, up to date", len(ms))) {
 		t.Errorf("dry run after migrate: %s", out)
+	}
+}
+
+// changelog is CHANGELOG.md's text.
+func changelog(tb testing.TB) string {
+	tb.Helper()
+	b, err := os.ReadFile("CHANGELOG.md")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+// schemaLine finds the "Schema: SQLite N, PostgreSQL M." line of the
+// CHANGELOG section whose heading matches heading.
+func schemaLine(tb testing.TB, text, heading string) (sqlite, pg int) {
+	tb.Helper()
+	m := regexp.MustCompile(`(?s)\n## ` + heading + `[^\n]*\n.*?\nSchema: SQLite (\d+), PostgreSQL (\d+)\.\n`).FindStringSubmatch(text)
+	if m == nil {
+		tb.Fatalf("CHANGELOG.md: no \"Schema: SQLite N, PostgreSQL M.\" line under ## %s", heading)
+	}
+	sqlite, _ = strconv.Atoi(m[1])
+	pg, _ = strconv.Atoi(m[2])
+	return sqlite, pg
+}
+
+// Issue 29.2: the CHANGELOG's [Unreleased] section names the schema
+// versions this binary migrates to, and its Schema versions table has a
+// row for every version of both engines.
+func TestChangelogNamesEverySchemaVersion(t *testing.T) {
+	text := changelog(t)
+	sq, pg := schemaLine(t, text, `\[Unreleased\]`)
+	wantSQ, wantPG := strings.Count(schema, "\n-- migrate: "), strings.Count(postgres.Schema, "\n-- migrate: ")
+	if sq != wantSQ || pg != wantPG {
+		t.Errorf("CHANGELOG [Unreleased] says Schema: SQLite %d, PostgreSQL %d; this binary migrates to SQLite %d, PostgreSQL %d", sq, pg, wantSQ, wantPG)
+	}
+	for engine, latest := range map[string]int{"SQLite": wantSQ, "PostgreSQL": wantPG} {
+		for v := 1; v <= latest; v++ {
+			if !regexp.MustCompile(fmt.Sprintf(`(?m)^\| %s \| %d \| [^|]+ \| [^|]+ \| [^|]+ \|$`, engine, v)).MatchString(text) {
+				t.Errorf("CHANGELOG's Schema versions table has no row for %s %d", engine, v)
+			}
+		}
+		if regexp.MustCompile(fmt.Sprintf(`(?m)^\| %s \| %d \|`, engine, latest+1)).MatchString(text) {
+			t.Errorf("CHANGELOG's Schema versions table names %s %d, which this binary does not have", engine, latest+1)
+		}
+	}
+}
+
+// Issue 29.2: every migration since the last release says what it costs
+// (its "-- cost:" line, which `migrate --dry-run` prints): whether it works
+// in place and which rows it touches.
+func TestMigrationsSinceTheReleaseSayWhatTheyCost(t *testing.T) {
+	sq, pg := schemaLine(t, changelog(t), `\[\d+\.\d+\.\d+\]`)
+	for engine, c := range map[string]struct {
+		text     string
+		released int
+	}{"SQLite": {schema, sq}, "PostgreSQL": {postgres.Schema, pg}} {
+		ms, err := store.Migrations(c.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms[c.released:] {
+			if m.Cost() == "" {
+				t.Errorf("%s migration %d has no \"-- cost:\" line", engine, m.Version)
+			}
+			if strings.Contains(m.Summary(), "cost:") {
+				t.Errorf("%s migration %d: its summary takes in the cost: %q", engine, m.Version, m.Summary())
+			}
+		}
 	}
 }

@@ -304,6 +304,11 @@ type Options struct {
 	// Role is RoleServe (default) or RoleCLI: what the process opens the
 	// database for (PostgreSQL's session timeouts differ by role).
 	Role string
+	// OnMigrate, when set, is told of each migration Open applies as it
+	// begins and as it ends (MigrationStep); it must return quickly.
+	// `ackd serve` keeps systemd's start timeout from running out while one
+	// runs. Each applied migration is also logged with its duration.
+	OnMigrate func(MigrationStep)
 }
 
 // WithDefaults validates o and fills in the defaults.
