@@ -92,6 +92,44 @@ func TestMigrateDryRunSQLite(t *testing.T) {
 		}
 	})
 
+	t.Run("a database at the release's schema: each step with its cost, and the rows it would update", func(t *testing.T) {
+		db := filepath.Join(dir, "released.db")
+		released, _ := schemaLine(t, changelog(t), `\[\d+\.\d+\.\d+\]`)
+		h, err := sql.Open("sqlite", db+"?_pragma=journal_mode(WAL)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms[:released] {
+			if _, err := h.Exec(m.SQL); err != nil {
+				t.Fatalf("migration %d: %v", m.Version, err)
+			}
+			if _, err := h.Exec(fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Two rows an older ackd attempted (a failed pending one, a parked
+		// one), one it did not, one done.
+		if _, err := h.Exec(`INSERT INTO outbox (idempotency_key, effect, payload, status, attempts, next_attempt_at, created_at) VALUES
+			('a:r', 'post', '{}', 'pending', 2, 1, 1), ('b:r', 'post', '{}', 'parked', 8, 1, 1),
+			('c:r', 'post', '{}', 'pending', 0, 1, 1), ('d:r', 'post', '{}', 'done', 1, 1, 1)`); err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+		out := procMustRun(t, procEnv(), "migrate", "--dry-run", "--db", db).Stdout
+		for _, m := range ms[released:] {
+			cost := "  cost: " + m.Cost()
+			if m.RowsSQL() != "" {
+				cost += " (2 rows now)"
+			}
+			if want := fmt.Sprintf("would apply migration %d: %s\n%s\n", m.Version, m.Summary(), cost); !strings.Contains(out, want) {
+				t.Errorf("dry run lacks %q:\n%s", want, out)
+			}
+		}
+		if !strings.Contains(out, "(2 rows now)") {
+			t.Errorf("no migration since the release counts the rows it updates:\n%s", out)
+		}
+	})
+
 	t.Run("a database newer than this ackd is refused, as migrate refuses it", func(t *testing.T) {
 		db := filepath.Join(dir, "newer.db")
 		procMustRun(t, procEnv(), "migrate", "--db", db)
