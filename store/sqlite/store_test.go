@@ -446,6 +446,7 @@ func TestQueryPlans(t *testing.T) {
 		{"claim with an effect filter", sqlite.ClaimSQL, []any{"T", 2, 1, 25, `["log"]`}},
 		{"complete a batch", sqlite.CompleteBatchSQL, []any{1, "T", "[1,2]", `[[1,"{}"]]`, `[[2,"note"]]`}},
 		{"queue counts", sqlite.QueueCountsSQL, nil},
+		{"due rows by effect", sqlite.DueSQL, []any{1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
