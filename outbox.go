@@ -33,12 +33,12 @@ type rowsVerb struct {
 	undo       bool // retry: --all-discarded puts discarded rows back
 }
 
-const filterHelp = "\n\nA filter that could select the wrong rows is refused, and nothing changes: an empty\n" +
-	"--route or --effect (an unset shell variable would otherwise mean \"every row\"), and a\n" +
-	"name nothing knows. --route must name a route of the config (given with --config or\n" +
-	"ACKD_CONFIG) or the route of one of the rows it selects among; --effect an effect ackd\n" +
-	"performs or one of those rows'. The refusal lists the known names. --dry-run shows how\n" +
-	"many rows would change and the first " + "10" + ", and changes nothing."
+var filterHelp = fmt.Sprintf("\n\nA filter that could select the wrong rows is refused, and nothing changes: an empty\n"+
+	"--route or --effect (an unset shell variable would otherwise mean \"every row\"), and a\n"+
+	"name nothing knows. --route must name a route of the config (given with --config or\n"+
+	"ACKD_CONFIG) or the route of one of the rows it selects among; --effect an effect ackd\n"+
+	"performs or one of those rows'. The refusal lists the known names. --dry-run shows how\n"+
+	"many rows would change and the first %d, and changes nothing.", previewRows)
 
 func retryCmd(g *globals) *cobra.Command {
 	return g.rowsCmd(rowsVerb{name: "retry", past: "requeued",
@@ -57,10 +57,10 @@ func discardCmd(g *globals) *cobra.Command {
 		long: "A parked row, or by id a pending one that no sweep is performing (one waiting for a\n" +
 			"credential, or for its next attempt; `ackd outbox show ID` says which). A discarded row\n" +
 			"stays for the audit trail (status discarded, completed = when it was discarded, its\n" +
-			"last error kept), is put back by `ackd outbox retry ID` until it is pruned, and is\n" +
-			"pruned after [retention] done, like a done row. A row a sweep holds under a live lease\n" +
-			"is refused (its effect is under way); a sweep whose lease ran out before the discard\n" +
-			"can no longer record its outcome.",
+			"last error kept) and is pruned after [retention] done, like a done row; until then\n" +
+			"`ackd outbox retry ID` puts it back. A row a sweep holds under a live lease is refused\n" +
+			"(its effect is under way); a sweep whose lease ran out before the discard can no\n" +
+			"longer record its outcome.",
 		one: store.Store.Discard, many: store.Store.DiscardParked})
 }
 
@@ -76,10 +76,6 @@ func (g *globals) rowsCmd(v rowsVerb) *cobra.Command {
 		Short: v.short,
 		Long:  v.short + ".\n\n" + v.long + filterHelp,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			all := "--all-parked"
-			if allDiscarded {
-				all = "--all-discarded"
-			}
 			bulk := allParked || allDiscarded
 			filtered := cmd.Flags().Changed("route") || cmd.Flags().Changed("effect") || f.OlderThan != 0
 			switch {
@@ -107,7 +103,7 @@ func (g *globals) rowsCmd(v rowsVerb) *cobra.Command {
 			return g.withStore(cmd.Context(), false, func(st store.Store, cfg daemon.Config) error {
 				ctx := cmd.Context()
 				if bulk {
-					if err := checkFilter(ctx, cmd, st, cfg, v.name, all, f); err != nil {
+					if err := checkFilter(ctx, cmd, st, cfg, v.name, f); err != nil {
 						return err
 					}
 					if dryRun {
@@ -144,7 +140,7 @@ func (g *globals) rowsCmd(v rowsVerb) *cobra.Command {
 	c.Flags().StringVar(&f.Route, "route", "", "with --all-…: only rows made by this route (refused when empty or unknown)")
 	c.Flags().StringVar(&f.Effect, "effect", "", "with --all-…: only rows of this effect (refused when empty or unknown)")
 	c.Flags().DurationVar(&f.OlderThan, "older-than", 0, "with --all-…: only rows created longer ago than this (e.g. 24h)")
-	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change (how many rows, the first 10), change nothing")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, fmt.Sprintf("show what would change (how many rows, the first %d), change nothing", previewRows))
 	return c
 }
 
@@ -154,7 +150,7 @@ type refusal struct{ error }
 
 // checkFilter refuses a filter value that is empty or names nothing known
 // (see filterHelp), listing the known names.
-func checkFilter(ctx context.Context, cmd *cobra.Command, st store.Store, cfg daemon.Config, verb, all string, f store.ParkedFilter) error {
+func checkFilter(ctx context.Context, cmd *cobra.Command, st store.Store, cfg daemon.Config, verb string, f store.ParkedFilter) error {
 	rowRoutes, rowEffects, err := st.FilterNames(ctx, f.Status())
 	if err != nil {
 		return err

@@ -440,8 +440,7 @@ func TestMigrationsReportTheirLockTime(t *testing.T) {
 		t.Errorf("log:\n%s", logs.String())
 	}
 	steps = nil
-	s2 := mustOpen(t, path, opts)
-	_ = s2
+	mustOpen(t, path, opts)
 	if len(steps) != 0 {
 		t.Errorf("a reopen reported %+v", steps)
 	}
