@@ -720,7 +720,10 @@ func migrateCmd(g *globals) *cobra.Command {
 		Short: "Create or upgrade the database schema (serve also does this at start)",
 		Long: "Create or upgrade the database schema (serve also does this at start).\n\n" +
 			"--dry-run prints the database's schema version and each migration this ackd would\n" +
-			"apply, and writes nothing (a missing SQLite file is not created).",
+			"apply with what it costs (in place, or how many rows it updates), and writes nothing\n" +
+			"(a missing SQLite file is not created). Each migration applied to an existing\n" +
+			"database is logged with the time it held the write lock (lock_ms): a daemon still\n" +
+			"serving the database waits that long to record its acks.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dryRun {
@@ -761,6 +764,12 @@ func (g *globals) migrateDryRun(ctx context.Context) error {
 	}
 	for _, m := range p.Apply {
 		fmt.Fprintf(g.stdout, "would apply migration %d: %s\n", m.Version, m.Summary())
+		if cost := m.Cost(); cost != "" && p.Exists {
+			if n, ok := p.Rows[m.Version]; ok {
+				cost += fmt.Sprintf(" (%d %s now)", n, plural(n, "row", "rows"))
+			}
+			fmt.Fprintf(g.stdout, "  cost: %s\n", cost)
+		}
 	}
 	fmt.Fprintf(g.stdout, "dry run: nothing written (migrate would bring it to schema version %d)\n", p.Apply[len(p.Apply)-1].Version)
 	return nil
@@ -778,24 +787,11 @@ func statusCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fresh, err := st.Instances(cmd.Context(), daemon.InstanceStale)
+				daemons, copied, copiedWhy, err := instancesOn(cmd.Context(), st)
 				if err != nil {
 					return err
 				}
-				// A heartbeat copied with the file (status of a backup) is no
-				// daemon serving it, however fresh and alive its pid.
-				var copied []store.Instance
-				var copiedWhy []string
-				daemons := slices.DeleteFunc(fresh, func(in store.Instance) bool {
-					if !daemon.Alive(in) {
-						return true
-					}
-					if why := daemon.Elsewhere(in, st); why != "" {
-						copied, copiedWhy = append(copied, in), append(copiedWhy, why)
-						return true
-					}
-					return false
-				})
+				waiting := waitingRows(s.Due, daemons)
 				marks, err := st.Marks(cmd.Context())
 				if err != nil {
 					return err
@@ -831,6 +827,7 @@ func statusCmd(g *globals) *cobra.Command {
 						"copied_heartbeats":      copiedJSON,
 						"recovered":              s.Recovered,
 						"marks":                  markJSON,
+						"waiting":                waiting,
 					})
 				}
 				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
@@ -841,6 +838,13 @@ func statusCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "parked\t%d\n", s.Parked)
 				fmt.Fprintf(w, "discarded\t%d\n", s.Discarded)
 				fmt.Fprintf(w, "oldest pending\t%s\n", s.OldestPending.Round(time.Second))
+				for i, wr := range waiting {
+					label := ""
+					if i == 0 {
+						label = "waiting"
+					}
+					fmt.Fprintf(w, "%s\t%d %s %s due, for %s\n", label, wr.Rows, wr.Effect, plural(wr.Rows, "row", "rows"), wr.For)
+				}
 				fmt.Fprintf(w, "recovered\t%d (intents catch-up recorded that the live path had missed)\n", s.Recovered)
 				for i, m := range marks {
 					label := ""
@@ -937,8 +941,16 @@ func outboxCmd(g *globals) *cobra.Command {
 				if r.Status != store.StatusPending {
 					r.NextAttemptAt = time.Time{} // no sweep will attempt it: show none
 				}
+				waiting := ""
+				if r.Status == store.StatusPending {
+					daemons, err := runningDaemons(cmd.Context(), st)
+					if err != nil {
+						return err
+					}
+					waiting = waitsFor(r, daemons, st.Now())
+				}
 				if showJSON {
-					return showRowJSON(g.stdout, r)
+					return showRowJSON(g.stdout, r, waiting)
 				}
 				t := func(v time.Time) string {
 					if v.IsZero() {
@@ -951,6 +963,9 @@ func outboxCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "created\t%s\nnext attempt\t%s\nlease until\t%s\ncompleted\t%s\n",
 					t(r.CreatedAt), t(r.NextAttemptAt), t(r.ClaimExpiresAt), t(r.CompletedAt))
 				fmt.Fprintf(w, "last error\t%s\nresult\t%s\n", lastError(r), r.Result)
+				if waiting != "" {
+					fmt.Fprintf(w, "waiting for\t%s\n", waiting)
+				}
 				if r.OutcomeUnknown {
 					// A post is then confirmed before it is repeated.
 					fmt.Fprintf(w, "outcome unknown\tyes: an earlier attempt may have taken effect (first claimed %s)\n", t(r.FirstClaimedAt))
@@ -982,97 +997,14 @@ func outboxCmd(g *globals) *cobra.Command {
 		},
 	}
 
-	show.Flags().BoolVar(&showJSON, "json", false, "print JSON: the row's fields, its payload and its stored request (redacted as in the text)")
-	c.AddCommand(list, show,
-		parkedCmd(g, "retry", "Put parked rows back to pending with a fresh attempt budget",
-			"A redeliver row parked on 404 may already have run its listener (Bolt answers 404 when\n"+
-				"nobody acked in time): retrying it may run the listener twice; discard it instead.",
-			"requeued", store.Store.Requeue, store.Store.RequeueParked),
-		parkedCmd(g, "discard", "Give up on parked rows: never performed, kept as discarded (pruned like done rows)",
-			"A discarded row stays for the audit trail (status discarded, completed = when it was\n"+
-				"discarded, its last error kept) and is pruned after [retention] done, like a done row.",
-			"discarded", store.Store.Discard, store.Store.DiscardParked))
+	show.Long = "Show one outbox row with its payload.\n\n" +
+		"A pending row also says what it is waiting for: a sweep performing it now, its next\n" +
+		"attempt, the running daemon's next sweep, or a process that has what the row needs\n" +
+		"(the credential no running daemon has: each records at its heartbeat what it can\n" +
+		"perform)."
+	show.Flags().BoolVar(&showJSON, "json", false, "print JSON: the row's fields, what it waits for (waiting_for), its payload and its stored request (redacted as in the text)")
+	c.AddCommand(list, show, retryCmd(g), discardCmd(g))
 	return c
-}
-
-// parkedCmd is `outbox retry` or `outbox discard`: one verb over parked
-// rows, by id or as a filtered set.
-func parkedCmd(g *globals, verb, short, long, past string,
-	one func(store.Store, context.Context, int64) error,
-	many func(store.Store, context.Context, store.ParkedFilter) (int64, error)) *cobra.Command {
-	var allParked bool
-	var f store.ParkedFilter
-	c := &cobra.Command{
-		Use:   verb + " ID... | --all-parked [--route R] [--effect E] [--older-than D]",
-		Short: short,
-		Long:  short + ".\n\n" + long,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			filtered := f.Route != "" || f.Effect != "" || f.OlderThan != 0
-			switch {
-			case allParked == (len(args) > 0):
-				return fmt.Errorf("outbox %s: give row IDs or --all-parked", verb)
-			case filtered && !allParked:
-				return fmt.Errorf("outbox %s: --route, --effect and --older-than select among parked rows; use them with --all-parked", verb)
-			case f.OlderThan < 0:
-				return fmt.Errorf("outbox %s: --older-than must not be negative", verb)
-			}
-			ids := make([]int64, len(args))
-			for i, a := range args {
-				id, err := strconv.ParseInt(a, 10, 64)
-				if err != nil {
-					return fmt.Errorf("outbox %s: %q is not a row id", verb, a)
-				}
-				ids[i] = id
-			}
-			return g.withStore(cmd.Context(), false, func(st store.Store, _ daemon.Config) error {
-				if allParked {
-					n, err := many(st, cmd.Context(), f)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(g.stdout, "%s %d parked rows\n", past, n)
-					return nil
-				}
-				var errs []error
-				for _, id := range ids {
-					err := one(st, cmd.Context(), id)
-					if err == nil {
-						fmt.Fprintf(g.stdout, "%s row %d\n", past, id)
-						continue
-					}
-					if !errors.Is(err, store.ErrNotFound) {
-						return errors.Join(append(errs, err)...)
-					}
-					errs = append(errs, notParked(cmd.Context(), st, verb, id))
-				}
-				return errors.Join(errs...)
-			})
-		},
-	}
-	c.Flags().BoolVar(&allParked, "all-parked", false, "every parked row (narrowed by --route, --effect, --older-than)")
-	c.Flags().StringVar(&f.Route, "route", "", "with --all-parked: only rows made by this route")
-	c.Flags().StringVar(&f.Effect, "effect", "", "with --all-parked: only rows of this effect")
-	c.Flags().DurationVar(&f.OlderThan, "older-than", 0, "with --all-parked: only rows created longer ago than this (e.g. 24h)")
-	return c
-}
-
-// notParked says why row id could not be requeued or discarded.
-func notParked(ctx context.Context, st store.Store, verb string, id int64) error {
-	r, err := st.Get(ctx, id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("outbox %s: there is no row %d", verb, id)
-	case err != nil:
-		return err
-	case r.Status == store.StatusDone:
-		return fmt.Errorf("outbox %s: row %d is done (completed %s), not parked; only parked rows are %s",
-			verb, id, r.CompletedAt.UTC().Format(time.DateTime), map[string]string{"retry": "requeued", "discard": "discarded"}[verb])
-	case r.Status == store.StatusDiscarded:
-		return fmt.Errorf("outbox %s: row %d was discarded (%s), not parked", verb, id, r.CompletedAt.UTC().Format(time.DateTime))
-	default:
-		return fmt.Errorf("outbox %s: row %d is %s, not parked: it is already waiting for a sweep (attempts %d, next attempt %s)",
-			verb, id, r.Status, r.Attempts, r.NextAttemptAt.UTC().Format(time.DateTime))
-	}
 }
 
 // rowJSON is one row for outbox list --json and show --json: times are
@@ -1101,8 +1033,12 @@ func rowJSON(r store.Row) map[string]any {
 
 // showRowJSON prints one row with its payload and stored request, both
 // redacted as the text form redacts them.
-func showRowJSON(w io.Writer, r store.Row) error {
+func showRowJSON(w io.Writer, r store.Row, waiting string) error {
 	out := rowJSON(r)
+	out["waiting_for"] = nil
+	if waiting != "" {
+		out["waiting_for"] = waiting
+	}
 	redacted := func(doc []byte) any {
 		var v any
 		if json.Unmarshal(doc, &v) != nil {
@@ -1406,4 +1342,12 @@ func redactedURL(raw string) string {
 		return "(redacted)"
 	}
 	return u.Scheme + "://" + u.Host + "/(redacted)"
+}
+
+// plural is one when n is 1, else many.
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -241,6 +241,10 @@ func kindMismatch(t reflect.Type, v *unstable.Node) string {
 
 // nearest is the name in names closest to s, if it is close enough to be
 // a typo of it (at most 2 edits, fewer than half of s), or "".
+// Nearest is the name among names closest to s, if one is close enough to
+// be what s meant ("did you mean …?"), else "".
+func Nearest(s string, names []string) string { return nearest(s, names) }
+
 func nearest(s string, names []string) string {
 	best, bestD := "", 3
 	for _, n := range names {

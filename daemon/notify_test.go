@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/store/sqlite"
 )
 
 // notifySocket stands in for systemd's notify socket: a unixgram socket in
@@ -282,4 +287,54 @@ effect = "log"
 		exited = true
 		notifyOnly(t, "after the lock was released", ns.until("WATCHDOG=1"))
 	})
+}
+
+// Issue 29.2: a start that migrates the database tells systemd it is
+// still starting (EXTEND_TIMEOUT_USEC, and which migration in STATUS=)
+// once a migration has run MigrateNotifyAfter, before READY=1, so that
+// TimeoutStartSec= does not kill a long migration. Here every migration is
+// reported at once (a negative MigrateNotifyAfter): the database is at
+// schema 9, so migration 10 is.
+func TestServerExtendsTheStartWhileMigrating(t *testing.T) {
+	ns := notifyListen(t, 0)
+	cfg := configFor(t, metricsQuietSweep)
+	full := readSchema(t)
+	ms, err := store.Migrations(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := ms[len(ms)-1]
+	before := full[:strings.Index(full, fmt.Sprintf("\n-- migrate: %d\n", last.Version))+1]
+	s, err := sqlite.Open(context.Background(), cfg.DB, store.Options{Schema: before})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	startServer(t, cfg, daemon.Options{Notifier: daemon.NewNotifier(), MigrateNotifyAfter: -1})
+	got := ns.until("READY=1")
+	want := fmt.Sprintf("EXTEND_TIMEOUT_USEC=30000000\nSTATUS=migrating the database schema to version %d: %s", last.Version, last.Summary())
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("before READY=1: %q; want %q", got, want)
+	}
+}
+
+// A migration still running is reported again every third of the
+// extension, and nothing is sent once it has ended.
+func TestMigrationNotifierRenews(t *testing.T) {
+	ns := notifyListen(t, 0)
+	ignore := goleak.IgnoreCurrent()
+	m := daemon.NewMigrationNotifier(daemon.NewNotifier(), 5*time.Millisecond, 30*time.Millisecond)
+	m(store.MigrationStep{Version: 7, Summary: "a slow one."})
+	want := "EXTEND_TIMEOUT_USEC=30000\nSTATUS=migrating the database schema to version 7: a slow one."
+	for range 3 {
+		if d := ns.next(); d != want {
+			t.Fatalf("datagram %q, want %q", d, want)
+		}
+	}
+	m(store.MigrationStep{Version: 7, Done: true})
+	// The end waits for the reporter: nothing is left that could send.
+	if err := goleak.Find(ignore); err != nil {
+		t.Fatalf("after the migration ended: %v", err)
+	}
 }

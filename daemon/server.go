@@ -81,6 +81,11 @@ type Options struct {
 	// serve the probes that follow (default DefaultProbeEvery); see
 	// probes.go. Tests that read a gauge as it changes lower it.
 	ProbeEvery time.Duration
+	// MigrateNotifyAfter is how long a schema migration at start runs
+	// before Notifier is told it is still starting (EXTEND_TIMEOUT_USEC;
+	// see migrationNotifier). 0: DefaultMigrateNotifyAfter; negative: at
+	// once (tests).
+	MigrateNotifyAfter time.Duration
 }
 
 // Server is a running ackd.
@@ -138,6 +143,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MigrateNotifyAfter == 0 {
+		opts.MigrateNotifyAfter = DefaultMigrateNotifyAfter
 	}
 	if opts.ProbeEvery <= 0 {
 		opts.ProbeEvery = DefaultProbeEvery
@@ -244,7 +252,10 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	}
 	sto := s.cfg.StoreOptions(s.opts.Schema, s.opts.Now)
 	sto.Logger = s.opts.Logger.With("component", "store")
+	mn := &migrationNotifier{n: s.opts.Notifier, after: s.opts.MigrateNotifyAfter, extend: migrateExtend}
+	sto.OnMigrate = mn.step
 	st, err := OpenStore(ctx, s.cfg.DB, sto)
+	mn.close()
 	if err != nil {
 		return err
 	}

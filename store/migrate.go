@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 var migrateMarker = regexp.MustCompile(`(?m)^-- migrate: (\d+)\s*$`)
@@ -38,6 +39,18 @@ func Migrations(schema string) ([]Migration, error) {
 	return out, nil
 }
 
+// MigrationStep is one migration being applied, for Options.OnMigrate:
+// called once as it begins (Done false) and once as it ends (Done true,
+// with the time it held the database's write lock, or its table locks, and
+// its error).
+type MigrationStep struct {
+	Version int
+	Summary string
+	Done    bool
+	Took    time.Duration
+	Err     error
+}
+
 // Pending is what a migration would do to a database: its version now and
 // the sections newer than it, in order. Exists is false when there is no
 // database yet (migrate would create it and apply every section).
@@ -45,6 +58,10 @@ type Pending struct {
 	Exists  bool
 	Current int
 	Apply   []Migration
+	// Rows counts, for each migration to apply that has a "-- rows:"
+	// query (Migration.RowsSQL), the rows it would touch on this database
+	// now (by version); a count that could not be taken is left out.
+	Rows map[int]int64
 }
 
 // PendingFrom compares a database's version with the schema's sections. A
@@ -67,12 +84,16 @@ func PendingFrom(schema string, exists bool, current int) (Pending, error) {
 }
 
 // Summary is a migration's first comment sentence, for `ackd migrate
-// --dry-run`: what the section is for, in the schema author's words.
+// --dry-run`: what the section is for, in the schema author's words. The
+// section's "-- cost:" and "-- rows:" lines are not part of it.
 func (m Migration) Summary() string {
 	var words []string
 	for _, line := range strings.Split(m.SQL, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" && len(words) == 0 {
+			continue
+		}
+		if _, ok := annotation(line); ok {
 			continue
 		}
 		text, ok := strings.CutPrefix(line, "--")
@@ -89,4 +110,36 @@ func (m Migration) Summary() string {
 		s = string(r[:159]) + "…"
 	}
 	return s
+}
+
+// Cost is what the section costs a database that already holds rows, from
+// its "-- cost:" lines: whether it works in place, which rows it reads or
+// writes. Every section after the last release has one (a test holds the
+// schema to it); `ackd migrate --dry-run` prints it.
+func (m Migration) Cost() string { return m.annotations("cost") }
+
+// RowsSQL is the section's "-- rows:" query, or "": one SELECT that counts,
+// without writing, the rows the section would update on a database, so
+// that the dry run can say how many.
+func (m Migration) RowsSQL() string { return m.annotations("rows") }
+
+// annotations joins the text of the section's "-- key: …" lines.
+func (m Migration) annotations(key string) string {
+	var parts []string
+	for _, line := range strings.Split(m.SQL, "\n") {
+		if a, ok := annotation(strings.TrimSpace(line)); ok && a[0] == key {
+			parts = append(parts, a[1])
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// annotation splits a "-- cost: …" or "-- rows: …" line into its key and text.
+func annotation(line string) ([2]string, bool) {
+	for _, key := range []string{"cost", "rows"} {
+		if text, ok := strings.CutPrefix(line, "-- "+key+":"); ok {
+			return [2]string{key, strings.TrimSpace(text)}, true
+		}
+	}
+	return [2]string{}, false
 }

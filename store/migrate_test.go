@@ -93,3 +93,24 @@ func TestCheckSchema(t *testing.T) {
 		}
 	}
 }
+
+// A section's "-- cost:" and "-- rows:" lines are its cost and its count
+// query, and no part of its summary.
+func TestMigrationCost(t *testing.T) {
+	ms, err := store.Migrations("-- migrate: 1\n-- cost: in place: adds a\n-- cost: column\n-- rows: SELECT count(*) FROM t\n\n-- What it is for. More.\nALTER TABLE t ADD COLUMN c;\n-- migrate: 2\n-- Nothing to say\nSELECT 1;\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ms[0].Summary(); got != "What it is for." {
+		t.Errorf("Summary = %q", got)
+	}
+	if got := ms[0].Cost(); got != "in place: adds a column" {
+		t.Errorf("Cost = %q", got)
+	}
+	if got := ms[0].RowsSQL(); got != "SELECT count(*) FROM t" {
+		t.Errorf("RowsSQL = %q", got)
+	}
+	if ms[1].Cost() != "" || ms[1].RowsSQL() != "" || ms[1].Summary() != "Nothing to say" {
+		t.Errorf("a section without annotations: %q %q %q", ms[1].Cost(), ms[1].RowsSQL(), ms[1].Summary())
+	}
+}

@@ -20,12 +20,23 @@ const (
 // Statuses lists every status, in the order a row moves through them.
 var Statuses = []string{StatusPending, StatusDone, StatusParked, StatusDiscarded}
 
-// ParkedFilter selects parked rows for RequeueParked and DiscardParked.
-// The zero value selects every parked row.
+// ParkedFilter selects parked rows for RequeueParked, DiscardParked and
+// Matching. The zero value selects every parked row.
 type ParkedFilter struct {
 	Route     string        // the route that made the row (its payload's "route"); "" any
 	Effect    string        // "" any
 	OlderThan time.Duration // only rows created more than this long ago; 0 any
+	// Discarded selects discarded rows instead of parked ones: the rows
+	// RequeueParked puts back to undo discards (DiscardParked refuses it).
+	Discarded bool
+}
+
+// Status is the status of the rows f selects.
+func (f ParkedFilter) Status() string {
+	if f.Discarded {
+		return StatusDiscarded
+	}
+	return StatusParked
 }
 
 // Row is one outbox row as the sweep and the operator commands see it.
@@ -153,6 +164,11 @@ type Stats struct {
 	Recovered     int64 // receipts of intents catch-up recorded (msg:…, mention:…)
 	Leased        int64 // pending rows under an unexpired lease
 	SchemaVersion int
+	// Due counts, by effect, the pending rows that are due and under no
+	// live lease: rows a sweep would take now. Rows that stay here are
+	// waiting for a process that can perform them (the status command
+	// compares them with what the running daemons perform).
+	Due map[string]int64
 }
 
 // EventCheck is what CheckEvents found for a list of event ids.

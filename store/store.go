@@ -27,9 +27,13 @@
 //	   ▲  ▲                      │  │
 //	   │  └── lease expires ─────┘  │ Fail(token): retryable → pending, later
 //	   │                            │              rate limited → pending, at Retry-After
-//	   └── Requeue (operator) ◀── parked ◀──────── permanent, or attempts exhausted
-//	                                │
-//	                                └── Discard (operator) ──▶ discarded ──Prune──▶ (gone)
+//	   ├── Requeue (operator) ◀── parked ◀──────── permanent, or attempts exhausted
+//	   │                            │
+//	   │                            └── Discard (operator) ──▶ discarded ──Prune──▶ (gone)
+//	   │                                                          │
+//	   └──────────── Requeue (operator: an undo) ◀────────────────┘
+//
+// An operator may also Discard a pending row that no live lease holds.
 package store
 
 import (
@@ -103,18 +107,35 @@ type Store interface {
 	Get(ctx context.Context, id int64) (Row, error)
 	GetByKey(ctx context.Context, key string) (Row, error)
 	List(ctx context.Context, status string, limit int) ([]Row, error)
-	// Requeue puts one parked row back to pending with a fresh attempt
-	// budget, due now; ErrNotFound if no parked row has that id (the caller
-	// may Get the row to say why).
+	// Requeue puts one parked or discarded row back to pending with a
+	// fresh attempt budget, due now (a discard is undone this way while the
+	// row exists); ErrNotFound if no parked or discarded row has that id
+	// (the caller may Get the row to say why).
 	Requeue(ctx context.Context, id int64) error
-	// RequeueParked requeues every parked row f selects and says how many.
+	// RequeueParked requeues every row f selects (parked ones, or
+	// discarded ones with f.Discarded) and says how many.
 	RequeueParked(ctx context.Context, f ParkedFilter) (int64, error)
-	// Discard gives up on one parked row: its status becomes discarded,
+	// Discard gives up on one row: a parked row, or a pending row that no
+	// sweep holds under a live lease (it waits for its next attempt, or for
+	// a process with a credential). Its status becomes discarded,
 	// completed_at now, and no sweep performs it again; ErrNotFound if no
-	// parked row has that id. DiscardParked discards every parked row f
-	// selects and says how many.
+	// such row has that id (a leased row: the caller may Get it to say
+	// until when). The discard clears the claim token in the same
+	// statement that checks the lease, so a sweep whose lease ran out
+	// cannot complete or fail the row afterwards (its fence finds another
+	// status), and a claim after it finds nothing to take.
+	// DiscardParked discards every parked row f selects and says how many
+	// (only parked ones: f.Discarded is refused).
 	Discard(ctx context.Context, id int64) error
 	DiscardParked(ctx context.Context, f ParkedFilter) (int64, error)
+	// Matching returns the first limit rows f selects, in id order, and how
+	// many it selects in all: what RequeueParked or DiscardParked would
+	// change now (`--dry-run`).
+	Matching(ctx context.Context, f ParkedFilter, limit int) ([]Row, int64, error)
+	// FilterNames returns the routes (payload "route") and effects of the
+	// rows of status, each sorted and distinct: the names a filter over
+	// those rows can match.
+	FilterNames(ctx context.Context, status string) (routes, effects []string, err error)
 
 	// Prune deletes receipts older than receipts, and done and discarded
 	// rows completed more than done ago, in bounded batches. Pending and
@@ -188,6 +209,9 @@ var (
 	// ErrUnavailable: the database cannot be reached or cannot write (server
 	// down, disk full, I/O error). Nothing of the failed call was committed.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrFilter: a ParkedFilter that cannot be used where it was given
+	// (DiscardParked of discarded rows).
+	ErrFilter = errors.New("filter not allowed here")
 	// ErrCommitUnknown: COMMIT was sent, its answer was lost or cut off
 	// (a reply lost on the network, a synchronous standby that does not
 	// confirm), and the database could not say in time whether the
@@ -304,6 +328,11 @@ type Options struct {
 	// Role is RoleServe (default) or RoleCLI: what the process opens the
 	// database for (PostgreSQL's session timeouts differ by role).
 	Role string
+	// OnMigrate, when set, is told of each migration Open applies as it
+	// begins and as it ends (MigrationStep); it must return quickly.
+	// `ackd serve` keeps systemd's start timeout from running out while one
+	// runs. Each applied migration is also logged with its duration.
+	OnMigrate func(MigrationStep)
 }
 
 // WithDefaults validates o and fills in the defaults.

@@ -1,9 +1,12 @@
 package sweep
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/ackd/ackd/store"
 )
 
 // Credentials an effect may need, named by the environment variable that
@@ -91,4 +94,31 @@ func SkipSummary(skip map[string]string) string {
 		parts = append(parts, strings.Join(es, ", ")+" ("+why+")")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// EffectNames lists the effects ackd performs (the keys of Effects), sorted.
+func EffectNames() []string { return slices.Sorted(maps.Keys(Effects(EffectConfig{}))) }
+
+// Needs says what a process must have to perform row: the capability an
+// instance records for it (Sweeper.Performs: the effect, or
+// CapForwardSigned for a forward a signing daemon recorded), and the
+// credential that gives it, "" when it needs none. An effect this ackd
+// does not know (a newer ackd's) needs an ackd that knows it.
+func Needs(row store.Row) (capability, credential string) {
+	switch row.Effect {
+	case "post", "react", "update":
+		return row.Effect, CredBotToken + " (or [oauth] installations)"
+	case "redeliver":
+		return row.Effect, CredSigningSecret + " or ACKD_REDELIVER_SECRET"
+	case "forward":
+		var p struct {
+			Params struct {
+				Signed bool `json:"signed"`
+			} `json:"params"`
+		}
+		if json.Unmarshal([]byte(row.Payload), &p) == nil && p.Params.Signed {
+			return CapForwardSigned, CredForwardSecret
+		}
+	}
+	return row.Effect, ""
 }

@@ -94,7 +94,20 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("database schema version %d is newer than this ackd (%d)", cur, latest)
 	}
 	for _, m := range ms[cur:] {
-		err := s.migrateOne(ctx, conn, m)
+		if s.opts.OnMigrate != nil {
+			s.opts.OnMigrate(store.MigrationStep{Version: m.Version, Summary: m.Summary()})
+		}
+		took, err := s.migrateOne(ctx, conn, m)
+		if s.opts.OnMigrate != nil {
+			s.opts.OnMigrate(store.MigrationStep{Version: m.Version, Summary: m.Summary(), Done: true, Took: took, Err: err})
+		}
+		if err == nil && cur > 0 {
+			// An existing database: how long the section held its locks
+			// (from BEGIN to COMMIT of the try that applied it). A new
+			// one is logged once below.
+			s.opts.Logger.Info("schema migration applied", "version", m.Version,
+				"lock_ms", float64(took.Microseconds())/1000, "summary", m.Summary())
+		}
 		if err != nil {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) {
@@ -102,6 +115,9 @@ func (s *Store) migrate(ctx context.Context) error {
 			}
 			return fmt.Errorf("migration %d: %w", m.Version, err)
 		}
+	}
+	if cur == 0 {
+		s.opts.Logger.Info("database created", "schema_version", latest)
 	}
 	return nil
 }
@@ -116,8 +132,12 @@ const migrateLockTries = 60
 // outbox statement after it queue too (ingress included). It gives up,
 // lets them pass, and tries again a second later, up to migrateLockTries
 // times, logging what it waits for.
-func (s *Store) migrateOne(ctx context.Context, conn *pgxpool.Conn, m store.Migration) error {
+//
+// took is how long the try that applied it took, from BEGIN to COMMIT: the
+// time it held the locks it took (an ALTER TABLE's lasts to the commit).
+func (s *Store) migrateOne(ctx context.Context, conn *pgxpool.Conn, m store.Migration) (took time.Duration, err error) {
 	for try := 1; ; try++ {
+		start := time.Now()
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
 				strconv.FormatInt(migrateLockTimeout.Milliseconds(), 10)); err != nil {
@@ -129,15 +149,16 @@ func (s *Store) migrateOne(ctx context.Context, conn *pgxpool.Conn, m store.Migr
 			_, err := tx.Exec(ctx, `INSERT INTO ackd_migrations (version) VALUES ($1)`, m.Version)
 			return err
 		})
+		took = time.Since(start)
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) || pe.Code != "55P03" || try == migrateLockTries {
-			return err
+			return took, err
 		}
 		s.opts.Logger.Warn("migration waits for a table lock another transaction holds; trying again",
 			"version", m.Version, "try", try, "lock_timeout", migrateLockTimeout.String(), "err", pe.Message)
 		select {
 		case <-ctx.Done():
-			return err
+			return took, err
 		case <-time.After(time.Second):
 		}
 	}
@@ -171,5 +192,18 @@ func PendingMigrations(ctx context.Context, dsn string) (store.Pending, error) {
 			return store.Pending{}, fmt.Errorf("database %s: %w", loc, err)
 		}
 	}
-	return store.PendingFrom(Schema, exists, v)
+	p, err := store.PendingFrom(Schema, exists, v)
+	if err != nil || !exists {
+		return p, err
+	}
+	p.Rows = map[int]int64{}
+	for _, m := range p.Apply {
+		if q := m.RowsSQL(); q != "" {
+			var n int64
+			if conn.QueryRow(ctx, q).Scan(&n) == nil {
+				p.Rows[m.Version] = n
+			}
+		}
+	}
+	return p, nil
 }

@@ -77,7 +77,8 @@ func TestMigrationGivesWayToHeldLocks(t *testing.T) {
 	defer conn.Release()
 	done := make(chan error, 1)
 	go func() {
-		done <- s.migrateOne(ctx, conn, store.Migration{Version: 1000, SQL: `ALTER TABLE outbox ADD COLUMN probe int`})
+		_, err := s.migrateOne(ctx, conn, store.Migration{Version: 1000, SQL: `ALTER TABLE outbox ADD COLUMN probe int`})
+		done <- err
 	}()
 	waitLog := time.Now().Add(30 * time.Second)
 	for !strings.Contains(logs.String(), "migration waits for a table lock") {

@@ -410,30 +410,34 @@ func (s *Store) List(ctx context.Context, status string, limit int) ([]store.Row
 	return rows, nil
 }
 
-// Requeue puts one parked row back to pending with a fresh attempt budget,
-// due now. It returns store.ErrNotFound if no parked row has that id.
+// Requeue puts one parked or discarded row back to pending with a fresh
+// attempt budget, due now. It returns store.ErrNotFound if no parked or
+// discarded row has that id.
 func (s *Store) Requeue(ctx context.Context, id int64) error {
-	n, err := s.requeue(ctx, `id = $2 AND status = 'parked'`, id)
+	n, err := s.requeue(ctx, `id = $2 AND status IN ('parked', 'discarded')`, id)
 	if err != nil {
 		return err
 	}
 	if n == 0 {
-		return fmt.Errorf("parked outbox row %d: %w", id, store.ErrNotFound)
+		return fmt.Errorf("parked or discarded outbox row %d: %w", id, store.ErrNotFound)
 	}
 	return nil
 }
 
-// RequeueParked puts every parked row f selects back to pending and returns
-// how many.
+// RequeueParked puts every row f selects back to pending and returns how
+// many.
 func (s *Store) RequeueParked(ctx context.Context, f store.ParkedFilter) (int64, error) {
 	where, args := parkedWhere(f)
 	return s.requeue(ctx, where, args...)
 }
 
 // parkedWhere is the WHERE clause (arguments from $2, after the clock's
-// offset) selecting the parked rows f names.
+// offset) selecting the rows f names: parked ones, or discarded ones.
 func parkedWhere(f store.ParkedFilter) (string, []any) {
 	where, args := `status = 'parked'`, []any{}
+	if f.Discarded {
+		where = `status = 'discarded'`
+	}
 	arg := func(v any) string {
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args)+1)
@@ -452,28 +456,36 @@ func parkedWhere(f store.ParkedFilter) (string, []any) {
 
 func (s *Store) requeue(ctx context.Context, where string, args ...any) (int64, error) {
 	n, err := s.update(ctx, `SET status = 'pending', attempts = 0, next_attempt_at = clock.now,
-		       claim_token = NULL, claim_expires_at = NULL`, where, args...)
+		       claim_token = NULL, claim_expires_at = NULL, completed_at = NULL`, where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("requeue: %w", err)
 	}
 	return n, nil
 }
 
-// Discard moves one parked row to discarded (completed_at now). It returns
-// store.ErrNotFound if no parked row has that id.
+// Discard moves one row to discarded (completed_at now): a parked row, or
+// a pending row under no live lease (judged on the database's clock). It
+// returns store.ErrNotFound if no such row has that id. One statement: a
+// claim that locked the row first makes this one re-read it (READ
+// COMMITTED) and find it leased; a claim after it finds it discarded.
+// Clearing the claim token fences out a sweep whose lease had run out.
 func (s *Store) Discard(ctx context.Context, id int64) error {
-	n, err := s.discard(ctx, `id = $2 AND status = 'parked'`, id)
+	n, err := s.discard(ctx, `id = $2 AND (status = 'parked' OR (status = 'pending'
+		    AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= clock.now)))`, id)
 	if err != nil {
 		return err
 	}
 	if n == 0 {
-		return fmt.Errorf("parked outbox row %d: %w", id, store.ErrNotFound)
+		return fmt.Errorf("parked or unleased pending outbox row %d: %w", id, store.ErrNotFound)
 	}
 	return nil
 }
 
 // DiscardParked discards every parked row f selects and returns how many.
 func (s *Store) DiscardParked(ctx context.Context, f store.ParkedFilter) (int64, error) {
+	if f.Discarded {
+		return 0, fmt.Errorf("discard: rows already discarded: %w", store.ErrFilter)
+	}
 	where, args := parkedWhere(f)
 	return s.discard(ctx, where, args...)
 }
@@ -485,6 +497,44 @@ func (s *Store) discard(ctx context.Context, where string, args ...any) (int64, 
 		return 0, fmt.Errorf("discard: %w", err)
 	}
 	return n, nil
+}
+
+// Matching returns the first limit rows f selects, in id order, and how
+// many it selects.
+func (s *Store) Matching(ctx context.Context, f store.ParkedFilter, limit int) ([]store.Row, int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	where, args := parkedWhere(f)
+	args = append([]any{s.offset.Load()}, args...)
+	var total int64
+	if err := s.pool.QueryRow(ctx, `WITH `+clockCTE+` SELECT count(*) FROM outbox, clock WHERE `+where, args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("matching rows: %w", s.classify(ctx, err))
+	}
+	res, err := s.pool.Query(ctx, `WITH `+clockCTE+` SELECT `+s.readColumns+` FROM outbox, clock WHERE `+where+
+		fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args)+1), append(args, limit)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("matching rows: %w", s.classify(ctx, err))
+	}
+	rows, err := collect(res)
+	if err != nil {
+		return nil, 0, fmt.Errorf("matching rows: %w", s.classify(ctx, err))
+	}
+	return rows, total, nil
+}
+
+// FilterNames returns the distinct routes and effects of the rows of
+// status, sorted.
+func (s *Store) FilterNames(ctx context.Context, status string) (routes, effects []string, err error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	err = s.pool.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT ackd_payload_route(payload) ORDER BY ackd_payload_route(payload))
+		                                         FILTER (WHERE ackd_payload_route(payload) IS NOT NULL), '{}'),
+		                               coalesce(array_agg(DISTINCT effect ORDER BY effect), '{}')
+		  FROM outbox WHERE status = $1`, status).Scan(&routes, &effects)
+	if err != nil {
+		return nil, nil, fmt.Errorf("filter names: %w", s.classify(ctx, err))
+	}
+	return routes, effects, nil
 }
 
 // update runs "UPDATE outbox {set} FROM clock WHERE {where}" (the clock's

@@ -9,6 +9,17 @@
 -- Each "-- migrate: N" section below runs once, in order, in one
 -- transaction, under a PostgreSQL advisory lock (replicas starting together
 -- migrate once). Never edit a released section: add a new one.
+--
+-- A migration may run beside replicas that keep serving, and an ALTER
+-- TABLE holds its table's ACCESS EXCLUSIVE lock until the section commits:
+-- every statement on that table waits that long, acks included. So a
+-- section that alters the outbox or the receipts never scans them (no
+-- validating ADD CONSTRAINT: NOT VALID; no CREATE INDEX without
+-- CONCURRENTLY; no UPDATE that no index narrows); each section since the
+-- last release says what it costs in a "-- cost:" line, which `ackd migrate
+-- --dry-run` prints, with the count of the rows it would touch from a
+-- "-- rows:" query where it touches any. `ackd migrate` logs each section's
+-- duration.
 
 -- migrate: 1
 
@@ -145,6 +156,7 @@ ALTER TABLE outbox ADD COLUMN request_id text COLLATE "C";
 CREATE INDEX outbox_request_id ON outbox (request_id) WHERE request_id IS NOT NULL;
 
 -- migrate: 4
+-- cost: in place: adds a column, reads no row
 
 -- The length of the lease a row's claim stamped (claim_expires_at minus the
 -- claim's now). A lease ending more than twice its own length from now
@@ -154,6 +166,7 @@ CREATE INDEX outbox_request_id ON outbox (request_id) WHERE request_id IS NOT NU
 ALTER TABLE outbox ADD COLUMN claim_lease_ms bigint;
 
 -- migrate: 5
+-- cost: in place: adds a column, reads no row
 
 -- What each running replica can perform, space-separated: the effects it
 -- claims, and "forward.signed" when it has the forward secret. A sweep that
@@ -163,6 +176,7 @@ ALTER TABLE outbox ADD COLUMN claim_lease_ms bigint;
 ALTER TABLE ackd_instances ADD COLUMN effects text;
 
 -- migrate: 6
+-- cost: new tables, reads no row
 
 -- Many workspaces ([oauth]): one row per installation of the app, keyed by
 -- team id, or by enterprise id for an org-wide install. The tokens (bot
@@ -205,6 +219,8 @@ CREATE TABLE ackd_leases (
 );
 
 -- migrate: 7
+-- cost: in place: adds three columns (no table rewrite); updates the pending and parked rows an older ackd attempted, found through their indexes
+-- rows: SELECT count(*) FROM outbox WHERE status IN ('pending', 'parked') AND (attempts > 0 OR claim_token IS NOT NULL)
 
 -- A post is confirmed before it is repeated (chat.postMessage has no
 -- idempotency key). outcome_unknown is true once an attempt may have taken
@@ -221,12 +237,19 @@ ALTER TABLE outbox ADD COLUMN first_claimed_at bigint;
 ALTER TABLE outbox ADD COLUMN note text;
 -- Rows an older ackd already attempted: a pending or parked row with a failed
 -- attempt may have posted (that version did not record the difference), and
--- its first attempt was no earlier than its creation.
+-- its first attempt was no earlier than its creation. One statement per
+-- status, each narrowed by an index (outbox_claimable for pending rows,
+-- outbox_status for parked ones), so the done rows, most of the table, are
+-- not read while the ALTERs above hold the outbox's lock.
 UPDATE outbox
    SET first_claimed_at = created_at, outcome_unknown = (attempts > 0)
- WHERE status IN ('pending', 'parked') AND (attempts > 0 OR claim_token IS NOT NULL);
+ WHERE status = 'pending' AND (attempts > 0 OR claim_token IS NOT NULL);
+UPDATE outbox
+   SET first_claimed_at = created_at, outcome_unknown = (attempts > 0)
+ WHERE status = 'parked' AND (attempts > 0 OR claim_token IS NOT NULL);
 
 -- migrate: 8
+-- cost: a new table and views, reads no row
 
 -- Catch-up's position per channel (package catchup): the newest message ts
 -- known to be recorded, moved forward by live message events and by
@@ -259,20 +282,32 @@ SELECT split_part(event_id, ':', 1) AS kind,
  GROUP BY 1;
 
 -- migrate: 9
+-- cost: in place: adds a column, replaces the outbox's status CHECK without validating it (NOT VALID); reads no row
+
+-- A fourth outbox status, 'discarded' (`ackd outbox discard`), and what
+-- each daemon says about itself at its heartbeat (`ackd status`).
 
 -- What each running daemon says about itself at its heartbeat (JSON: its
--- Socket Mode connections, last hello, reconnects), for `ackd status`.
+-- Socket Mode connections, last hello, reconnects).
 ALTER TABLE ackd_instances ADD COLUMN state text;
 
--- A fourth status, 'discarded': an operator gave up on a parked row (`ackd
--- outbox discard`). It is never performed again, stays for the audit trail
--- with completed_at the time of the discard, and is pruned on the done rows'
+-- 'discarded': an operator gave up on a row. It is never performed again,
+-- stays for the audit trail with completed_at the time of the discard, can
+-- be put back (`ackd outbox retry ID`), and is pruned on the done rows'
 -- retention.
+--
+-- The wider CHECK is added NOT VALID: it holds for every row written from
+-- now on, and the rows already there need no check, as each satisfied the
+-- narrower one it replaces. A validating ADD CONSTRAINT would read the
+-- whole outbox while this section holds its ACCESS EXCLUSIVE lock. (To
+-- mark it validated, `ALTER TABLE outbox VALIDATE CONSTRAINT
+-- outbox_status_check` reads the table without blocking writes.) Pruning
+-- and counting discarded rows use outbox_status; a database a main build
+-- migrated also has an index outbox_discarded, built by an earlier text of
+-- this section, which is harmless.
 ALTER TABLE outbox DROP CONSTRAINT outbox_status_check;
 ALTER TABLE outbox ADD CONSTRAINT outbox_status_check
-  CHECK (status IN ('pending', 'done', 'parked', 'discarded'));
--- Serves pruning of discarded rows.
-CREATE INDEX outbox_discarded ON outbox (completed_at) WHERE status = 'discarded';
+  CHECK (status IN ('pending', 'done', 'parked', 'discarded')) NOT VALID;
 -- The route that made a row (its payload's "route"), or NULL when the
 -- payload is not JSON (a row parked because it could not be decoded):
 -- `outbox retry|discard --route` must not fail on such a row.
@@ -296,6 +331,7 @@ SELECT id,
   FROM outbox;
 
 -- migrate: 10
+-- cost: in place: adds a column with a default (no table rewrite), reads no row
 
 -- Slack's clock when an installation's code was exchanged (the Date of
 -- oauth.v2.access's answer, ms; 0: unknown, an installation stored before

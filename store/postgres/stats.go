@@ -127,6 +127,28 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	if err != nil {
 		return store.Stats{}, fmt.Errorf("stats: %w", s.classify(ctx, err))
 	}
+	// Rows a sweep would take now (the due end of outbox_claimable).
+	res, err := s.pool.Query(ctx, `WITH `+clockCTE+`
+		SELECT effect, count(*) FROM outbox, clock
+		 WHERE status = 'pending' AND next_attempt_at <= clock.now
+		   AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= clock.now)
+		 GROUP BY effect`, s.offset.Load())
+	if err != nil {
+		return store.Stats{}, fmt.Errorf("stats: %w", s.classify(ctx, err))
+	}
+	defer res.Close()
+	st.Due = map[string]int64{}
+	for res.Next() {
+		var effect string
+		var n int64
+		if err := res.Scan(&effect, &n); err != nil {
+			return store.Stats{}, fmt.Errorf("stats: %w", s.classify(ctx, err))
+		}
+		st.Due[effect] = n
+	}
+	if err := res.Err(); err != nil {
+		return store.Stats{}, fmt.Errorf("stats: %w", s.classify(ctx, err))
+	}
 	return st, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/ackd/ackd/store"
 )
@@ -49,8 +50,13 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("journal_mode is %q, want wal", mode)
 	}
 	latest := ms[len(ms)-1].Version
+	var created bool // a new database: one log line for all its sections
+	createStart := time.Now()
 	for _, m := range ms {
+		var applied bool
+		var start time.Time // the write lock is held from here (BEGIN IMMEDIATE)
 		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			start = time.Now()
 			var cur int
 			if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&cur); err != nil {
 				return err
@@ -61,17 +67,40 @@ func (s *Store) migrate(ctx context.Context) error {
 			if cur >= m.Version {
 				return nil
 			}
+			created = created || cur == 0
+			applied = true
+			s.migrateStep(store.MigrationStep{Version: m.Version, Summary: m.Summary()}, created)
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("migration %d: %w", m.Version, err)
 			}
 			_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version))
 			return err
 		})
+		if applied {
+			s.migrateStep(store.MigrationStep{Version: m.Version, Summary: m.Summary(), Done: true, Took: time.Since(start), Err: err}, created)
+		}
 		if err != nil {
 			return err
 		}
 	}
+	if created {
+		s.opts.Logger.Info("database created", "schema_version", latest, "took_ms", time.Since(createStart).Milliseconds())
+	}
 	return nil
+}
+
+// migrateStep reports a migration's start or end to Options.OnMigrate and
+// logs each one applied to an existing database with the time it held the
+// write lock: `ackd migrate` beside a running daemon makes that daemon's
+// acks wait that long.
+func (s *Store) migrateStep(step store.MigrationStep, created bool) {
+	if step.Done && step.Err == nil && !created {
+		s.opts.Logger.Info("schema migration applied", "version", step.Version,
+			"lock_ms", float64(step.Took.Microseconds())/1000, "summary", step.Summary)
+	}
+	if s.opts.OnMigrate != nil {
+		s.opts.OnMigrate(step)
+	}
 }
 
 // PendingMigrations reports what migrate would apply to the database at
@@ -92,5 +121,18 @@ func PendingMigrations(ctx context.Context, path, schema string) (store.Pending,
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return store.Pending{}, fmt.Errorf("database %s: %w", path, sqliteReason(err))
 	}
-	return store.PendingFrom(schema, true, v)
+	p, err := store.PendingFrom(schema, true, v)
+	if err != nil {
+		return p, err
+	}
+	p.Rows = map[int]int64{}
+	for _, m := range p.Apply {
+		if q := m.RowsSQL(); q != "" {
+			var n int64
+			if db.QueryRowContext(ctx, q).Scan(&n) == nil {
+				p.Rows[m.Version] = n
+			}
+		}
+	}
+	return p, nil
 }

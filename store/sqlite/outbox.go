@@ -474,30 +474,36 @@ func (s *Store) List(ctx context.Context, status string, limit int) ([]Row, erro
 	return rows, res.Err()
 }
 
-// Requeue puts one parked row back to pending with a fresh attempt budget,
-// due now. It returns ErrNotFound if no parked row has that id.
+// Requeue puts one parked or discarded row back to pending with a fresh
+// attempt budget, due now. It returns ErrNotFound if no parked or
+// discarded row has that id.
 func (s *Store) Requeue(ctx context.Context, id int64) error {
-	n, err := s.requeue(ctx, `id = ? AND status = 'parked'`, id)
+	n, err := s.requeue(ctx, `id = ? AND status IN ('parked', 'discarded')`, id)
 	if err != nil {
 		return err
 	}
 	if n == 0 {
-		return fmt.Errorf("parked outbox row %d: %w", id, ErrNotFound)
+		return fmt.Errorf("parked or discarded outbox row %d: %w", id, ErrNotFound)
 	}
 	return nil
 }
 
-// RequeueParked puts every parked row f selects back to pending and returns
-// how many.
+// RequeueParked puts every row f selects back to pending and returns how
+// many.
 func (s *Store) RequeueParked(ctx context.Context, f store.ParkedFilter) (int64, error) {
 	where, args := s.parkedWhere(f)
 	return s.requeue(ctx, where, args...)
 }
 
-// parkedWhere is the WHERE clause (and its arguments) selecting the parked
-// rows f names.
+// parkedWhere is the WHERE clause (and its arguments) selecting the rows f
+// names: parked ones, or discarded ones. The status term comes first and
+// alone, so that SQLite reads the status's partial index (outbox_parked,
+// outbox_discarded).
 func (s *Store) parkedWhere(f store.ParkedFilter) (string, []any) {
 	where, args := `status = 'parked'`, []any{}
+	if f.Discarded {
+		where = `status = 'discarded'`
+	}
 	if f.Effect != "" {
 		where += ` AND effect = ?`
 		args = append(args, f.Effect)
@@ -517,28 +523,34 @@ func (s *Store) parkedWhere(f store.ParkedFilter) (string, []any) {
 
 func (s *Store) requeue(ctx context.Context, where string, args ...any) (int64, error) {
 	n, err := s.update(ctx, `SET status = 'pending', attempts = 0, next_attempt_at = ?,
-		        claim_token = NULL, claim_expires_at = NULL`, where, args...)
+		        claim_token = NULL, claim_expires_at = NULL, completed_at = NULL`, where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("requeue: %w", err)
 	}
 	return n, nil
 }
 
-// Discard moves one parked row to discarded (completed_at now). It returns
-// ErrNotFound if no parked row has that id.
+// Discard moves one row to discarded (completed_at now): a parked row, or
+// a pending row under no live lease. It returns ErrNotFound if no such row
+// has that id. Clearing the claim token fences out a sweep whose lease had
+// run out (see store.Store).
 func (s *Store) Discard(ctx context.Context, id int64) error {
-	n, err := s.discard(ctx, `id = ? AND status = 'parked'`, id)
+	n, err := s.discard(ctx, `id = ? AND (status = 'parked' OR (status = 'pending'
+		    AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= ?)))`, id, ms(s.opts.Now()))
 	if err != nil {
 		return err
 	}
 	if n == 0 {
-		return fmt.Errorf("parked outbox row %d: %w", id, ErrNotFound)
+		return fmt.Errorf("parked or unleased pending outbox row %d: %w", id, ErrNotFound)
 	}
 	return nil
 }
 
 // DiscardParked discards every parked row f selects and returns how many.
 func (s *Store) DiscardParked(ctx context.Context, f store.ParkedFilter) (int64, error) {
+	if f.Discarded {
+		return 0, fmt.Errorf("discard: rows already discarded: %w", store.ErrFilter)
+	}
 	where, args := s.parkedWhere(f)
 	return s.discard(ctx, where, args...)
 }
@@ -550,6 +562,57 @@ func (s *Store) discard(ctx context.Context, where string, args ...any) (int64, 
 		return 0, fmt.Errorf("discard: %w", err)
 	}
 	return n, nil
+}
+
+// Matching returns the first limit rows f selects, in id order, and how
+// many it selects.
+func (s *Store) Matching(ctx context.Context, f store.ParkedFilter, limit int) ([]Row, int64, error) {
+	where, args := s.parkedWhere(f)
+	var total int64
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE `+where, args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("matching rows: %w", err)
+	}
+	res, err := s.r.QueryContext(ctx, `SELECT `+s.readColumns+` FROM outbox WHERE `+where+` ORDER BY id LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("matching rows: %w", err)
+	}
+	defer res.Close()
+	var rows []Row
+	for res.Next() {
+		r, err := scanRow(res)
+		if err != nil {
+			return nil, 0, fmt.Errorf("matching rows: %w", err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, total, res.Err()
+}
+
+// FilterNames returns the distinct routes and effects of the rows of
+// status, sorted (read through the status's partial index).
+func (s *Store) FilterNames(ctx context.Context, status string) (routes, effects []string, err error) {
+	res, err := s.r.QueryContext(ctx, `SELECT DISTINCT effect, coalesce(CASE WHEN json_valid(payload) THEN json_extract(payload, '$.route') END, '')
+		  FROM outbox WHERE status = ?`, status)
+	if err != nil {
+		return nil, nil, fmt.Errorf("filter names: %w", err)
+	}
+	defer res.Close()
+	for res.Next() {
+		var effect, route string
+		if err := res.Scan(&effect, &route); err != nil {
+			return nil, nil, fmt.Errorf("filter names: %w", err)
+		}
+		effects = append(effects, effect)
+		if route != "" {
+			routes = append(routes, route)
+		}
+	}
+	if err := res.Err(); err != nil {
+		return nil, nil, fmt.Errorf("filter names: %w", err)
+	}
+	slices.Sort(routes)
+	slices.Sort(effects)
+	return slices.Compact(routes), slices.Compact(effects), nil
 }
 
 // update runs "UPDATE outbox {set} WHERE {where}" with now as the first

@@ -14,6 +14,13 @@ const QueueCountsSQL = `SELECT
 	(SELECT count(*) FROM outbox WHERE status = 'parked'),
 	(SELECT count(*) FROM outbox WHERE status = 'discarded')`
 
+// DueSQL counts, by effect, the pending rows due at ?1 and under no live
+// lease: the due end of the pending index, rows a sweep would take now.
+const DueSQL = `SELECT effect, count(*) FROM outbox
+ WHERE status = 'pending' AND next_attempt_at <= ?1
+   AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= ?1)
+ GROUP BY effect`
+
 // Queue counts outbox rows by status (from their indexes) and measures the
 // oldest pending row.
 func (s *Store) Queue(ctx context.Context) (Queue, error) {
@@ -49,6 +56,23 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		(SELECT user_version FROM pragma_user_version)`, now).
 		Scan(&st.Receipts, &st.Recovered, &st.Leased, &st.SchemaVersion)
 	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	res, err := s.r.QueryContext(ctx, DueSQL, now)
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	defer res.Close()
+	st.Due = map[string]int64{}
+	for res.Next() {
+		var effect string
+		var n int64
+		if err := res.Scan(&effect, &n); err != nil {
+			return Stats{}, fmt.Errorf("stats: %w", err)
+		}
+		st.Due[effect] = n
+	}
+	if err := res.Err(); err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	return st, nil

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -448,6 +447,7 @@ func TestQueryPlans(t *testing.T) {
 		{"claim with an effect filter", sqlite.ClaimSQL, []any{"T", 2, 1, 25, `["log"]`}},
 		{"complete a batch", sqlite.CompleteBatchSQL, []any{1, "T", "[1,2]", `[[1,"{}"]]`, `[[2,"note"]]`}},
 		{"queue counts", sqlite.QueueCountsSQL, nil},
+		{"due rows by effect", sqlite.DueSQL, []any{1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -492,91 +492,5 @@ func insertOldReceipts(tb testing.TB, db *sql.DB, n int, at time.Time) {
 	}
 	if err := tx.Commit(); err != nil {
 		tb.Fatal(err)
-	}
-}
-
-// Issue 25.1: the migration that adds the discarded status rebuilds the
-// outbox (SQLite cannot widen a CHECK): every row keeps its id and columns,
-// the AUTOINCREMENT counter carries over (a pruned id is never reused), and
-// the new status is accepted.
-func TestDiscardedMigrationKeepsRowsAndIDs(t *testing.T) {
-	full := schema(t)
-	at := strings.Index(full, "CREATE TABLE outbox_new")
-	if at < 0 {
-		t.Fatal("no outbox rebuild in schema.sql")
-	}
-	before := full[:strings.LastIndex(full[:at], "-- migrate: ")]
-	path := filepath.Join(t.TempDir(), "ackd.db")
-	s, err := sqlite.Open(context.Background(), path, store.Options{Schema: before})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustRecord(t, s, intent("Ev1", "a", "b", "c"))
-	db := rawDB(t, path)
-	if _, err := db.Exec(`UPDATE outbox SET status = 'discarded' WHERE id = 1`); err == nil {
-		t.Fatal("the old schema accepted status 'discarded'; the test needs the schema before the rebuild")
-	}
-	if _, err := db.Exec(`UPDATE outbox SET status = 'parked', last_error = 'e', claim_lease_ms = 7, outcome_unknown = 1, note = 'n' WHERE id = 2`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`DELETE FROM outbox WHERE id = 3`); err != nil { // the highest id, pruned
-		t.Fatal(err)
-	}
-	s.Close()
-
-	s2 := mustOpen(t, path, store.Options{Schema: full})
-	if err := s2.Discard(context.Background(), 2); err != nil {
-		t.Fatal(err)
-	}
-	mustRecord(t, s2, intent("Ev2", "d"))
-	if n := count(t, db, `SELECT count(*) FROM outbox WHERE id = 2 AND status = 'discarded' AND last_error = 'e' AND claim_lease_ms = 7 AND outcome_unknown = 1 AND note = 'n'`); n != 1 {
-		t.Fatal("row 2 lost its columns in the rebuild")
-	}
-	if n := count(t, db, `SELECT max(id) FROM outbox`); n != 4 {
-		t.Fatalf("the new row got id %d, want 4 (id 3 was used before)", n)
-	}
-	if _, err := db.Exec(`UPDATE outbox SET payload = '{not json', status = 'parked' WHERE id = 1`); err != nil {
-		t.Fatal(err)
-	}
-	if n := count(t, db, `SELECT count(*) FROM parked WHERE route IS NULL`); n != 1 { // a payload that is not JSON does not break the view
-		t.Fatalf("parked view over an undecodable payload: %d rows", n)
-	}
-	if _, err := db.Exec(`UPDATE outbox SET status = 'done' WHERE id = 1`); err != nil {
-		t.Fatal(err)
-	}
-	if n := count(t, db, `SELECT count(*) FROM parked`); n != 0 {
-		t.Fatalf("parked view: %d rows", n)
-	}
-	if v, err := s2.IntegrityCheck(context.Background()); err != nil || v != "ok" {
-		t.Fatalf("integrity_check = %q, %v", v, err)
-	}
-}
-
-// The rebuild refuses to run, changing nothing, on an outbox with a column
-// it does not copy (one added by a migration numbered before it).
-func TestDiscardedMigrationRefusesUnknownColumns(t *testing.T) {
-	full := schema(t)
-	at := strings.Index(full, "CREATE TABLE outbox_new")
-	cut := strings.LastIndex(full[:at], "-- migrate: ")
-	extra, _ := withNextMigration(full[:cut], "ALTER TABLE outbox ADD COLUMN team TEXT;")
-	rest := full[cut:]
-	n := strings.Count(extra, "\n-- migrate: ") + 1 // the rebuild's number in this schema
-	rest = regexp.MustCompile(`(?m)^-- migrate: \d+`).ReplaceAllStringFunc(rest, func(string) string {
-		n++
-		return fmt.Sprintf("-- migrate: %d", n-1)
-	})
-	path := filepath.Join(t.TempDir(), "ackd.db")
-	s, err := sqlite.Open(context.Background(), path, store.Options{Schema: extra})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustRecord(t, s, intent("Ev1", "a"))
-	s.Close()
-	_, err = sqlite.Open(context.Background(), path, store.Options{Schema: extra + rest})
-	if err == nil || !strings.Contains(err.Error(), "outbox_rebuild_knows_every_column") {
-		t.Fatalf("open with a rebuild that would drop a column: %v", err)
-	}
-	if n := count(t, rawDB(t, path), `SELECT count(*) FROM outbox WHERE team IS NULL`); n != 1 {
-		t.Fatalf("outbox rows with the extra column after the refused migration: %d, want 1", n)
 	}
 }

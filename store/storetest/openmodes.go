@@ -43,6 +43,12 @@ func testOpenModes(t *testing.T, newDB NewDB) {
 		if ins, err := r.Instances(ctx, time.Hour); err != nil || len(ins) != 1 || ins[0].ID != "I1" {
 			t.Fatalf("read-only Instances = %+v, %v", ins, err)
 		}
+		if rows, n, err := r.Matching(ctx, store.ParkedFilter{}, 10); err != nil || n != 1 || len(rows) != 1 {
+			t.Fatalf("read-only Matching = %d rows of %d, %v", len(rows), n, err)
+		}
+		if routes, effects, err := r.FilterNames(ctx, store.StatusParked); err != nil || len(routes) != 1 || len(effects) != 1 {
+			t.Fatalf("read-only FilterNames = %v %v, %v", routes, effects, err)
+		}
 		if v, err := r.SchemaVersion(ctx); err != nil || v != before.SchemaVersion {
 			t.Fatalf("read-only SchemaVersion = %d, %v; want %d", v, err, before.SchemaVersion)
 		}

@@ -1015,13 +1015,7 @@ func testDiscard(t *testing.T, newDB NewDB) {
 		if err := s.Discard(ctx, parked[0].ID); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("discard of a discarded row: %v", err)
 		}
-		if err := s.Requeue(ctx, parked[0].ID); !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("requeue of a discarded row: %v", err)
-		}
 		pending := all(t, s)[2]
-		if err := s.Discard(ctx, pending.ID); !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("discard of a pending row: %v", err)
-		}
 		if err := s.Discard(ctx, pending.ID+100); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("discard of a missing row: %v", err)
 		}
@@ -1038,6 +1032,161 @@ func testDiscard(t *testing.T, newDB NewDB) {
 		rows := mustClaim(t, s, "C", 10, time.Minute)
 		if slices.Contains(ids(rows), parked[0].ID) || len(rows) != 2 {
 			t.Fatalf("claimed %v; the discarded row %d must not be", ids(rows), parked[0].ID)
+		}
+	})
+
+	t.Run("a discarded row is put back by Requeue while it exists, and is claimed again", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		parked := parkAll(t, s, "Ev1", "a", "b")
+		for _, r := range parked {
+			if err := s.Discard(ctx, r.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Requeue(ctx, parked[0].ID); err != nil {
+			t.Fatalf("requeue of a discarded row: %v", err)
+		}
+		got := mustGet(t, s, parked[0].ID)
+		if got.Status != store.StatusPending || got.Attempts != 0 || !got.CompletedAt.IsZero() || got.LastError != "404" {
+			t.Fatalf("the row put back: %+v", got)
+		}
+		if err := s.Requeue(ctx, parked[0].ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("requeue of a pending row: %v", err)
+		}
+		if n, err := s.RequeueParked(ctx, store.ParkedFilter{Discarded: true, Route: "b"}); err != nil || n != 1 {
+			t.Fatalf("RequeueParked of the discarded rows of route b = %d, %v; want 1", n, err)
+		}
+		if n, err := s.DiscardParked(ctx, store.ParkedFilter{Discarded: true}); !errors.Is(err, store.ErrFilter) || n != 0 {
+			t.Fatalf("DiscardParked of discarded rows = %d, %v; want ErrFilter", n, err)
+		}
+		if rows := mustClaim(t, s, "C", 10, time.Minute); !slices.Equal(ids(rows), ids(parked)) {
+			t.Fatalf("claimed %v, want the rows put back %v", ids(rows), ids(parked))
+		}
+	})
+
+	t.Run("a pending row is discarded unless a sweep holds it; a sweep whose lease ran out is fenced out", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "waiting", "leased"))
+		rows := all(t, s)
+		waiting, leased := rows[0], rows[1]
+		if err := s.Discard(ctx, waiting.ID); err != nil {
+			t.Fatalf("discard of a pending row nobody holds: %v", err)
+		}
+		if got := mustGet(t, s, waiting.ID); got.Status != store.StatusDiscarded {
+			t.Fatalf("the waiting row is %s", got.Status)
+		}
+		// A sweep holds the other one: refused, untouched.
+		held := mustClaim(t, s, "A", 10, time.Minute)
+		if len(held) != 1 || held[0].ID != leased.ID {
+			t.Fatalf("claimed %v, want only %d", ids(held), leased.ID)
+		}
+		if err := s.Discard(ctx, leased.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("discard of a leased row: %v", err)
+		}
+		if got := mustGet(t, s, leased.ID); got.Status != store.StatusPending || got.ClaimToken != "A" {
+			t.Fatalf("the leased row after a refused discard: %+v", got)
+		}
+		// Its lease runs out while the sweep still performs it; the
+		// discard then wins, and the sweep's late writes change nothing.
+		db.Advance(2 * time.Minute)
+		if err := s.Discard(ctx, leased.ID); err != nil {
+			t.Fatalf("discard after the lease ran out: %v", err)
+		}
+		if ok, err := s.Complete(ctx, leased.ID, "A", `{"late":true}`, []store.NewRow{{Key: "late:follow", Effect: "log", Payload: "{}"}}); err != nil || ok {
+			t.Fatalf("the sweep's Complete after the discard: held %v, %v", ok, err)
+		}
+		if res, err := s.Fail(ctx, leased.ID, "A", store.FailRetryable, "late", 0); err != nil || res.Held {
+			t.Fatalf("the sweep's Fail after the discard: %+v, %v", res, err)
+		}
+		if held, err := s.CompleteBatch(ctx, "A", []store.Completion{{ID: leased.ID, Result: "{}"}}); err != nil || held[0] {
+			t.Fatalf("the sweep's CompleteBatch after the discard: %v, %v", held, err)
+		}
+		got := mustGet(t, s, leased.ID)
+		if got.Status != store.StatusDiscarded || got.Result != "" || got.ClaimToken != "" {
+			t.Fatalf("the discarded row after the late writes: %+v", got)
+		}
+		if _, err := s.GetByKey(ctx, "late:follow"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("a fenced completion enqueued its follow-up: %v", err)
+		}
+		if rows := mustClaim(t, s, "B", 10, time.Minute); len(rows) != 0 {
+			t.Fatalf("claimed %v after the discards", ids(rows))
+		}
+	})
+
+	t.Run("discards racing claims and completions: each row ends discarded or done, never both told yes", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		const n = 40
+		for i := range n {
+			mustRecord(t, s, intent(fmt.Sprintf("EvRace%02d", i), "r"))
+		}
+		rows := all(t, s)
+		discarded := make([]atomic.Bool, n)
+		completed := make([]atomic.Bool, n)
+		index := map[int64]int{}
+		for i, r := range rows {
+			index[r.ID] = i
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 4*n)
+		for w := range 3 { // sweepers: claim a few, complete them
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range n {
+					token := fmt.Sprintf("W%d-%d", w, time.Now().UnixNano())
+					got, err := s.Claim(ctx, token, 3, time.Minute, nil)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if len(got) == 0 {
+						return
+					}
+					for _, r := range got {
+						ok, err := s.Complete(ctx, r.ID, token, "", nil)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if ok && completed[index[r.ID]].Swap(true) {
+							errs <- fmt.Errorf("row %d completed twice", r.ID)
+						}
+					}
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() { // the operator, discarding every row
+			defer wg.Done()
+			for i, r := range rows {
+				err := s.Discard(ctx, r.ID)
+				switch {
+				case err == nil:
+					discarded[i].Store(true)
+				case !errors.Is(err, store.ErrNotFound):
+					errs <- err
+				}
+			}
+		}()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		for i, r := range rows {
+			got := mustGet(t, s, r.ID)
+			d, c := discarded[i].Load(), completed[i].Load()
+			switch {
+			case d && c:
+				t.Errorf("row %d: the discard and a completion both succeeded (now %s)", r.ID, got.Status)
+			case d && got.Status != store.StatusDiscarded, c && got.Status != store.StatusDone:
+				t.Errorf("row %d: discarded %v, completed %v, but it is %s", r.ID, d, c, got.Status)
+			case !d && !c && got.Status != store.StatusPending:
+				t.Errorf("row %d: neither discarded nor completed, but it is %s", r.ID, got.Status)
+			}
 		}
 	})
 
@@ -1098,6 +1247,51 @@ func testDiscard(t *testing.T, newDB NewDB) {
 		}
 		if n, err := s.DiscardParked(ctx, store.ParkedFilter{Effect: "log"}); err != nil || n != 1 {
 			t.Fatalf("discard --effect log = %d, %v; want the undecodable row", n, err)
+		}
+	})
+
+	t.Run("Matching previews what a filter selects; FilterNames lists what one can name", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		parked := parkAll(t, s, "Ev1", "a", "b=post", "c")
+		mustRecord(t, s, intent("Ev2", "pending-route"))
+		rows, total, err := s.Matching(ctx, store.ParkedFilter{}, 2)
+		if err != nil || total != 3 || !slices.Equal(ids(rows), ids(parked[:2])) {
+			t.Fatalf("Matching(all parked, 2) = %v, %d, %v; want the first two of 3", ids(rows), total, err)
+		}
+		if rows, total, err = s.Matching(ctx, store.ParkedFilter{Effect: "post"}, 10); err != nil || total != 1 || rows[0].ID != parked[1].ID || rows[0].Payload == "" {
+			t.Fatalf("Matching(effect post) = %+v, %d, %v", rows, total, err)
+		}
+		routes, effects, err := s.FilterNames(ctx, store.StatusParked)
+		if err != nil || !slices.Equal(routes, []string{"a", "b", "c"}) || !slices.Equal(effects, []string{"log", "post"}) {
+			t.Fatalf("FilterNames(parked) = %v %v, %v", routes, effects, err)
+		}
+		if err := s.Discard(ctx, parked[2].ID); err != nil {
+			t.Fatal(err)
+		}
+		if rows, total, err = s.Matching(ctx, store.ParkedFilter{Discarded: true, Route: "c"}, 10); err != nil || total != 1 || rows[0].ID != parked[2].ID {
+			t.Fatalf("Matching(discarded, route c) = %v, %d, %v", ids(rows), total, err)
+		}
+		if routes, effects, err = s.FilterNames(ctx, store.StatusDiscarded); err != nil || !slices.Equal(routes, []string{"c"}) || !slices.Equal(effects, []string{"log"}) {
+			t.Fatalf("FilterNames(discarded) = %v %v, %v", routes, effects, err)
+		}
+		if rows, total, err = s.Matching(ctx, store.ParkedFilter{Route: "zzz"}, 10); err != nil || total != 0 || len(rows) != 0 {
+			t.Fatalf("Matching(route zzz) = %v, %d, %v", ids(rows), total, err)
+		}
+	})
+
+	t.Run("Stats counts the due rows no sweep holds, by effect", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		mustRecord(t, s, store.Intent{EventID: "Ev1", EventType: "app_mention", Rows: []store.NewRow{
+			{Key: "Ev1:p1", Effect: "post", Payload: "{}"}, {Key: "Ev1:p2", Effect: "post", Payload: "{}"},
+			{Key: "Ev1:l", Effect: "log", Payload: "{}"}}})
+		if _, err := s.Claim(ctx, "A", 10, time.Minute, &store.ClaimFilter{Effects: []string{"log"}}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.Stats(ctx)
+		if err != nil || len(st.Due) != 1 || st.Due["post"] != 2 {
+			t.Fatalf("Stats.Due = %v, %v; want post: 2 (the log row is leased)", st.Due, err)
 		}
 	})
 

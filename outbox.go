@@ -1,0 +1,435 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/sweep"
+)
+
+// previewRows is how many rows `--dry-run` shows of a filtered set.
+const previewRows = 10
+
+// rowsVerb is `outbox retry` or `outbox discard`: one verb over rows given
+// by id or selected by a filter.
+type rowsVerb struct {
+	name, past string // "retry", "requeued"
+	short      string
+	long       string
+	one        func(store.Store, context.Context, int64) error
+	many       func(store.Store, context.Context, store.ParkedFilter) (int64, error)
+	undo       bool // retry: --all-discarded puts discarded rows back
+}
+
+var filterHelp = fmt.Sprintf("\n\nA filter that could select the wrong rows is refused, and nothing changes: an empty\n"+
+	"--route or --effect (an unset shell variable would otherwise mean \"every row\"), and a\n"+
+	"name nothing knows. --route must name a route of the config (given with --config or\n"+
+	"ACKD_CONFIG) or the route of one of the rows it selects among; --effect an effect ackd\n"+
+	"performs or one of those rows'. The refusal lists the known names. --dry-run shows how\n"+
+	"many rows would change and the first %d, and changes nothing.", previewRows)
+
+func retryCmd(g *globals) *cobra.Command {
+	return g.rowsCmd(rowsVerb{name: "retry", past: "requeued",
+		short: "Put parked or discarded rows back to pending with a fresh attempt budget",
+		long: "A discarded row is put back the same way, until it is pruned ([retention] done): a\n" +
+			"discard is undone by retrying the row (--all-discarded takes the filters, like\n" +
+			"--all-parked).\n\n" +
+			"A redeliver row parked on 404 may already have run its listener (Bolt answers 404 when\n" +
+			"nobody acked in time): retrying it may run the listener twice; discard it instead.",
+		one: store.Store.Requeue, many: store.Store.RequeueParked, undo: true})
+}
+
+func discardCmd(g *globals) *cobra.Command {
+	return g.rowsCmd(rowsVerb{name: "discard", past: "discarded",
+		short: "Give up on rows: never performed, kept as discarded (pruned like done rows)",
+		long: "A parked row, or by id a pending one that no sweep is performing (one waiting for a\n" +
+			"credential, or for its next attempt; `ackd outbox show ID` says which). A discarded row\n" +
+			"stays for the audit trail (status discarded, completed = when it was discarded, its\n" +
+			"last error kept) and is pruned after [retention] done, like a done row; until then\n" +
+			"`ackd outbox retry ID` puts it back. A row a sweep holds under a live lease is refused\n" +
+			"(its effect is under way); a sweep whose lease ran out before the discard can no\n" +
+			"longer record its outcome.",
+		one: store.Store.Discard, many: store.Store.DiscardParked})
+}
+
+func (g *globals) rowsCmd(v rowsVerb) *cobra.Command {
+	var allParked, allDiscarded, dryRun bool
+	var f store.ParkedFilter
+	use := v.name + " ID... | --all-parked [--route R] [--effect E] [--older-than D] [--dry-run]"
+	if v.undo {
+		use = v.name + " ID... | --all-parked|--all-discarded [--route R] [--effect E] [--older-than D] [--dry-run]"
+	}
+	c := &cobra.Command{
+		Use:   use,
+		Short: v.short,
+		Long:  v.short + ".\n\n" + v.long + filterHelp,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			bulk := allParked || allDiscarded
+			filtered := cmd.Flags().Changed("route") || cmd.Flags().Changed("effect") || f.OlderThan != 0
+			switch {
+			case allParked && allDiscarded:
+				return fmt.Errorf("outbox %s: --all-parked and --all-discarded select different rows; give one", v.name)
+			case bulk == (len(args) > 0):
+				if v.undo {
+					return fmt.Errorf("outbox %s: give row IDs, --all-parked or --all-discarded", v.name)
+				}
+				return fmt.Errorf("outbox %s: give row IDs or --all-parked", v.name)
+			case filtered && !bulk:
+				return fmt.Errorf("outbox %s: --route, --effect and --older-than select among parked rows; use them with --all-parked", v.name)
+			case f.OlderThan < 0:
+				return fmt.Errorf("outbox %s: --older-than must not be negative", v.name)
+			}
+			f.Discarded = allDiscarded
+			ids := make([]int64, len(args))
+			for i, a := range args {
+				id, err := strconv.ParseInt(a, 10, 64)
+				if err != nil {
+					return fmt.Errorf("outbox %s: %q is not a row id", v.name, a)
+				}
+				ids[i] = id
+			}
+			return g.withStore(cmd.Context(), false, func(st store.Store, cfg daemon.Config) error {
+				ctx := cmd.Context()
+				if bulk {
+					if err := checkFilter(ctx, cmd, st, cfg, v.name, f); err != nil {
+						return err
+					}
+					if dryRun {
+						return g.previewFilter(ctx, st, v, f)
+					}
+					n, err := v.many(st, ctx, f)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(g.stdout, "%s %d %s rows\n", v.past, n, f.Status())
+					if n > 0 && v.name == "discard" {
+						fmt.Fprintf(g.stdout, "undo while they exist: ackd outbox retry --all-discarded%s (it also puts back rows this filter selects that were discarded before)\n", filterArgs(f))
+					}
+					return nil
+				}
+				var errs []error
+				for _, id := range ids {
+					if err := g.rowByID(ctx, st, v, id, dryRun); err != nil {
+						if r := (refusal{}); errors.As(err, &r) {
+							errs = append(errs, r.error)
+							continue
+						}
+						return errors.Join(append(errs, err)...)
+					}
+				}
+				return errors.Join(errs...)
+			})
+		},
+	}
+	c.Flags().BoolVar(&allParked, "all-parked", false, "every parked row (narrowed by --route, --effect, --older-than)")
+	if v.undo {
+		c.Flags().BoolVar(&allDiscarded, "all-discarded", false, "every discarded row still kept (narrowed likewise): undoes discards")
+	}
+	c.Flags().StringVar(&f.Route, "route", "", "with --all-…: only rows made by this route (refused when empty or unknown)")
+	c.Flags().StringVar(&f.Effect, "effect", "", "with --all-…: only rows of this effect (refused when empty or unknown)")
+	c.Flags().DurationVar(&f.OlderThan, "older-than", 0, "with --all-…: only rows created longer ago than this (e.g. 24h)")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, fmt.Sprintf("show what would change (how many rows, the first %d), change nothing", previewRows))
+	return c
+}
+
+// refusal is a row an id named that the verb does not apply to, saying
+// why: the other ids are still done, and the command exits non-zero.
+type refusal struct{ error }
+
+// checkFilter refuses a filter value that is empty or names nothing known
+// (see filterHelp), listing the known names.
+func checkFilter(ctx context.Context, cmd *cobra.Command, st store.Store, cfg daemon.Config, verb string, f store.ParkedFilter) error {
+	rowRoutes, rowEffects, err := st.FilterNames(ctx, f.Status())
+	if err != nil {
+		return err
+	}
+	configGiven := cfg.Source != daemon.Default().Source
+	routes := slices.Clone(rowRoutes)
+	if configGiven {
+		for _, r := range cfg.Routes {
+			routes = append(routes, r.Name)
+		}
+	}
+	slices.Sort(routes)
+	routes = slices.Compact(routes)
+	effects := append(sweep.EffectNames(), rowEffects...)
+	slices.Sort(effects)
+	effects = slices.Compact(effects)
+
+	where := fmt.Sprintf("the %s rows", f.Status())
+	if configGiven {
+		where = fmt.Sprintf("the config (%s) or of %s", cfg.Source, where)
+	} else {
+		where += " (give --config to name the config's routes too)"
+	}
+	known := func(names []string) string {
+		if len(names) == 0 {
+			return "none"
+		}
+		return strings.Join(names, ", ")
+	}
+	check := func(flag, value string, names []string, of string) error {
+		if !cmd.Flags().Changed(flag) {
+			return nil
+		}
+		if value == "" {
+			return fmt.Errorf("outbox %s: --%s is empty (an unset shell variable?) and would select every %s row: name one (known %ss: %s), or leave --%s out to mean every %s",
+				verb, flag, f.Status(), flag, known(names), flag, flag)
+		}
+		if slices.Contains(names, value) {
+			return nil
+		}
+		msg := fmt.Sprintf("outbox %s: --%s %q is not %s", verb, flag, value, of)
+		if s := daemon.Nearest(value, names); s != "" {
+			msg += fmt.Sprintf(": did you mean %q?", s)
+		} else {
+			msg += "."
+		}
+		return fmt.Errorf("%s Known %ss: %s", msg, flag, known(names))
+	}
+	if err := check("route", f.Route, routes, "a route of "+where); err != nil {
+		return err
+	}
+	return check("effect", f.Effect, effects, fmt.Sprintf("an effect ackd performs, nor one of the %s rows", f.Status()))
+}
+
+// filterArgs is f as command-line flags, for a hint to run.
+func filterArgs(f store.ParkedFilter) string {
+	var b strings.Builder
+	if f.Route != "" {
+		fmt.Fprintf(&b, " --route %s", shellQuote(f.Route))
+	}
+	if f.Effect != "" {
+		fmt.Fprintf(&b, " --effect %s", shellQuote(f.Effect))
+	}
+	if f.OlderThan > 0 {
+		fmt.Fprintf(&b, " --older-than %s", f.OlderThan)
+	}
+	return b.String()
+}
+
+// shellQuote quotes s for a shell unless it is plain.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// previewFilter is --dry-run of a filtered verb: how many rows it would
+// change and the first previewRows of them.
+func (g *globals) previewFilter(ctx context.Context, st store.Store, v rowsVerb, f store.ParkedFilter) error {
+	rows, total, err := st.Matching(ctx, f, previewRows)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "would %s %d %s rows\n", v.name, total, f.Status())
+	if total > 0 {
+		w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "ID\tEFFECT\tROUTE\tATTEMPTS\tCREATED\tKEY\tLAST ERROR")
+		for _, r := range rows {
+			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Effect, routeOf(r), r.Attempts,
+				r.CreatedAt.UTC().Format(time.DateTime), r.Key, oneLine(lastError(r), 60))
+		}
+		w.Flush()
+		if more := total - int64(len(rows)); more > 0 {
+			fmt.Fprintf(g.stdout, "… and %d more\n", more)
+		}
+	}
+	fmt.Fprintln(g.stdout, "dry run: nothing changed")
+	return nil
+}
+
+// routeOf is the route that made r (its payload's "route"), or "-".
+func routeOf(r store.Row) string {
+	var p struct {
+		Route string `json:"route"`
+	}
+	if json.Unmarshal([]byte(r.Payload), &p) != nil || p.Route == "" {
+		return "-"
+	}
+	return p.Route
+}
+
+// rowByID applies the verb to one row (or, with dryRun, says what it would
+// do). A row the verb does not apply to is a refusal saying why.
+func (g *globals) rowByID(ctx context.Context, st store.Store, v rowsVerb, id int64, dryRun bool) error {
+	before, err := st.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return refused("outbox %s: there is no row %d", v.name, id)
+	}
+	if err != nil {
+		return err
+	}
+	now := st.Now()
+	if why := notApplicable(v.name, before, now); why != "" {
+		return refused("outbox %s: %s", v.name, why)
+	}
+	if dryRun {
+		fmt.Fprintf(g.stdout, "would %s row %d (%s, effect %s, route %s, attempts %d)\n", v.name, id, before.Status, before.Effect, routeOf(before), before.Attempts)
+		return nil
+	}
+	err = v.one(st, ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		// It changed meanwhile (a sweep claimed it, the pruner took it).
+		after, gerr := st.Get(ctx, id)
+		switch {
+		case errors.Is(gerr, store.ErrNotFound):
+			return refused("outbox %s: there is no row %d", v.name, id)
+		case gerr != nil:
+			return gerr
+		}
+		return refused("outbox %s: %s", v.name, notApplicable(v.name, after, st.Now()))
+	}
+	if err != nil {
+		return err
+	}
+	line := fmt.Sprintf("%s row %d", v.past, id)
+	switch {
+	case v.name == "retry" && before.Status == store.StatusDiscarded:
+		line += " (its discard undone)"
+	case v.name == "discard" && before.Status == store.StatusPending:
+		line += fmt.Sprintf(" (it was pending: no sweep will perform it; `ackd outbox retry %d` puts it back)", id)
+		if before.ClaimToken != "" {
+			line += fmt.Sprintf("; an attempt whose lease ran out at %s never reported: if it is still running, its effect may still happen, and it can no longer be recorded",
+				before.ClaimExpiresAt.UTC().Format(time.DateTime))
+		}
+	}
+	fmt.Fprintln(g.stdout, line)
+	return nil
+}
+
+func refused(format string, a ...any) error {
+	return refusal{fmt.Errorf(format, a...)}
+}
+
+// notApplicable says why verb does not apply to row r now, or "".
+func notApplicable(verb string, r store.Row, now time.Time) string {
+	leased := r.Status == store.StatusPending && r.ClaimToken != "" && r.ClaimExpiresAt.After(now)
+	switch {
+	case r.Status == store.StatusParked:
+		return ""
+	case r.Status == store.StatusDone:
+		return fmt.Sprintf("row %d is done (completed %s); there is nothing to %s", r.ID, r.CompletedAt.UTC().Format(time.DateTime), verb)
+	case r.Status == store.StatusDiscarded && verb == "retry":
+		return ""
+	case r.Status == store.StatusDiscarded:
+		return fmt.Sprintf("row %d was discarded (%s) already; `ackd outbox retry %d` puts it back", r.ID, r.CompletedAt.UTC().Format(time.DateTime), r.ID)
+	case leased:
+		return fmt.Sprintf("row %d is being performed by a sweep (attempt %d, lease until %s); wait for its outcome", r.ID, r.Attempts+1, r.ClaimExpiresAt.UTC().Format(time.DateTime))
+	case verb == "discard":
+		return "" // pending, and no live lease
+	default:
+		return fmt.Sprintf("row %d is pending, not parked: it is already waiting for a sweep (attempts %d, next attempt %s)",
+			r.ID, r.Attempts, r.NextAttemptAt.UTC().Format(time.DateTime))
+	}
+}
+
+// waitsFor says what a pending row is waiting for, given the daemons
+// running on the database now: a sweep under way, its next attempt, or a
+// process that can perform it. Each daemon records at its heartbeat what
+// it can perform (ackd_instances.effects); a row whose need no running
+// daemon has waits for one that has the credential. "" for a row that is
+// not pending.
+func waitsFor(r store.Row, daemons []store.Instance, now time.Time) string {
+	if r.Status != store.StatusPending {
+		return ""
+	}
+	if r.ClaimToken != "" && r.ClaimExpiresAt.After(now) {
+		return fmt.Sprintf("a sweep performing it now (lease until %s)", r.ClaimExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if r.NextAttemptAt.After(now) {
+		return fmt.Sprintf("its next attempt, at %s", r.NextAttemptAt.UTC().Format(time.RFC3339))
+	}
+	need, cred := sweep.Needs(r)
+	if len(daemons) == 0 {
+		s := "a sweep: no ackd serve is running on this database; `ackd sweep --once` performs due rows by hand"
+		if cred != "" {
+			s += " (with " + cred + ")"
+		}
+		return s
+	}
+	var pids []string
+	for _, in := range daemons {
+		if in.CanPerform(need) {
+			return fmt.Sprintf("the next sweep of the running daemon (pid %d on %s): it is due", in.PID, in.Host)
+		}
+		pids = append(pids, fmt.Sprintf("pid %d on %s", in.PID, in.Host))
+	}
+	if cred == "" {
+		return fmt.Sprintf("an ackd that performs %q: the running daemons (%s) do not (a newer ackd recorded the row?)", r.Effect, strings.Join(pids, ", "))
+	}
+	return fmt.Sprintf("a process with %s: the running daemons (%s) lack it, so none performs %s rows (start one with it, or run `ackd sweep --once` with it; or discard the row)",
+		cred, strings.Join(pids, ", "), need)
+}
+
+// runningDaemons are the ackd serve processes running on the database now.
+func runningDaemons(ctx context.Context, st store.Store) ([]store.Instance, error) {
+	running, _, _, err := instancesOn(ctx, st)
+	return running, err
+}
+
+// instancesOn sorts the fresh heartbeats on st: the daemons running on it
+// (their process may be alive), and the heartbeats copied with the file
+// (status of a backup: however fresh, and alive its pid, no daemon serving
+// this file), each with why.
+func instancesOn(ctx context.Context, st store.Store) (running, copied []store.Instance, why []string, err error) {
+	fresh, err := st.Instances(ctx, daemon.InstanceStale)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, in := range fresh {
+		if !daemon.Alive(in) {
+			continue
+		}
+		if w := daemon.Elsewhere(in, st); w != "" {
+			copied, why = append(copied, in), append(why, w)
+			continue
+		}
+		running = append(running, in)
+	}
+	return running, copied, why, nil
+}
+
+// waitingEffect is one effect's due rows that no running daemon takes, for
+// `ackd status`.
+type waitingEffect struct {
+	Effect string `json:"effect"`
+	Rows   int64  `json:"rows"`
+	For    string `json:"for"` // what they wait for
+}
+
+// waitingRows lists the effects whose due rows (Stats.Due) no running
+// daemon performs: every effect when none runs, else those whose
+// capability no running daemon records. A forward row that needs the
+// forward secret is handed back with its last error saying so (`outbox
+// show`); here it counts as performable.
+func waitingRows(due map[string]int64, daemons []store.Instance) []waitingEffect {
+	out := []waitingEffect{}
+	for _, effect := range slices.Sorted(maps.Keys(due)) {
+		_, cred := sweep.Needs(store.Row{Effect: effect})
+		switch {
+		case len(daemons) == 0:
+			out = append(out, waitingEffect{effect, due[effect], "a sweep: no ackd serve is running (`ackd sweep --once` performs due rows by hand)"})
+		case !slices.ContainsFunc(daemons, func(in store.Instance) bool { return in.CanPerform(effect) }):
+			what := "an ackd that performs " + effect + " (the running daemons do not)"
+			if cred != "" {
+				what = cred + ": no running daemon has it (`ackd outbox show ID` says more)"
+			}
+			out = append(out, waitingEffect{effect, due[effect], what})
+		}
+	}
+	return out
+}
