@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -157,8 +158,13 @@ text    = "you called?"
 			if tc.warn == nil && strings.Contains(log, `"msg":"config: `) {
 				t.Errorf("serve warned about a config it should take as it is:\n%s", log)
 			}
+			// The migration lines quote the schema's comments (one names
+			// catch-up's marks): what the daemon says is the rest.
+			said := strings.Join(slices.DeleteFunc(strings.Split(log, "\n"), func(l string) bool {
+				return strings.Contains(l, `"msg":"schema migration applied"`)
+			}), "\n")
 			for _, w := range tc.notInLog {
-				if strings.Contains(log, w) {
+				if strings.Contains(strings.ToLower(said), strings.ToLower(w)) {
 					t.Errorf("serve's log mentions %q:\n%s", w, log)
 				}
 			}
