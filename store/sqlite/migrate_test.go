@@ -108,7 +108,8 @@ func TestDiscardedMigrationInPlace(t *testing.T) {
 	}
 	pages := count(t, old, `PRAGMA page_count`)
 
-	s := mustOpen(t, path, store.Options{Schema: full})
+	// Migrated to 10 only: later sections add tables of their own.
+	s := mustOpen(t, path, store.Options{Schema: schemaThrough(t, full, 10)})
 	ctx := context.Background()
 	if v, _ := s.SchemaVersion(ctx); v != 10 {
 		t.Fatalf("schema version %d after migrating, want 10", v)
