@@ -491,7 +491,12 @@ func (s *Store) DiscardParked(ctx context.Context, f store.ParkedFilter) (int64,
 }
 
 func (s *Store) discard(ctx context.Context, where string, args ...any) (int64, error) {
+	// A token still on the row is a claim that never said how its attempt
+	// ended (its lease ran out: a live one is refused): the attempt may
+	// have taken effect, as a claim that found it would have recorded, so
+	// a retry after the discard confirms a post before making it again.
 	n, err := s.update(ctx, `SET status = 'discarded', completed_at = clock.now,
+		       outcome_unknown = (outcome_unknown OR claim_token IS NOT NULL),
 		       claim_token = NULL, claim_expires_at = NULL`, where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("discard: %w", err)

@@ -60,20 +60,23 @@ func (s *Store) recordIntent(ctx context.Context, in Intent, end *store.InstallE
 				return fmt.Errorf("insert request: %w", err)
 			}
 		}
-		if err := s.insertRows(ctx, tx, in.Rows, now); err != nil {
-			return err
-		}
 		switch {
 		case changes != 1:
 			res.Outcome = store.EndDuplicate
 		case end != nil:
 			// The one writer's transaction: what is read here is what the
-			// delete sees.
+			// delete sees. Before the event's own rows are inserted, so
+			// that parking the installation's waiting rows leaves them
+			// alone: they are this event's effects (a route on
+			// app_uninstalled), to be performed.
 			r, err := endInstall(ctx, tx, *end, now)
 			if err != nil {
 				return err
 			}
 			res = r
+		}
+		if err := s.insertRows(ctx, tx, in.Rows, now); err != nil {
+			return err
 		}
 		res.First = changes == 1
 		return nil

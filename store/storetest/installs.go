@@ -276,10 +276,11 @@ func testInstallations(t *testing.T, newDB NewDB) {
 }
 
 // uninstall is an app_uninstalled intent for T1 at Slack's time at, with
-// one route's row.
+// one route's row, which carries its team as every row under [oauth] does:
+// it is this event's effect, never parked with the team's waiting rows.
 func uninstall(id string, at time.Time) (store.Intent, store.InstallEnd) {
 	return store.Intent{EventID: id, EventType: "app_uninstalled", Rows: []store.NewRow{{Key: id + ":audit", Effect: "log",
-			Payload: `{"route":"audit"}`}}},
+			Payload: `{"route":"audit","facts":{"install":"T1"}}`}}},
 		store.InstallEnd{Key: "T1", EventTime: at, Reason: "uninstalled: app_uninstalled"}
 }
 
@@ -325,6 +326,9 @@ func testInstallEnd(t *testing.T, newDB NewDB) {
 		}
 		if installs(t, s) != 0 {
 			t.Fatal("the uninstall left the installation")
+		}
+		if own, err := s.GetByKey(ctx, "EvU:audit"); err != nil || own.Status != store.StatusPending {
+			t.Fatalf("the uninstall's own route row: %+v, %v; want it pending (performed, not parked with the team's rows)", own, err)
 		}
 		put(t, s, slackNow.Add(2*time.Minute)) // the reinstall
 		pending(t, s, "Ev2")

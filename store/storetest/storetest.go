@@ -1113,6 +1113,25 @@ func testDiscard(t *testing.T, newDB NewDB) {
 		if rows := mustClaim(t, s, "B", 10, time.Minute); len(rows) != 0 {
 			t.Fatalf("claimed %v after the discards", ids(rows))
 		}
+		// The undo: the sweep whose lease ran out may have performed the
+		// effect, so the row comes back marked as such (a post is then
+		// confirmed before it is made again); the row nobody had claimed
+		// does not.
+		for _, r := range []store.Row{waiting, leased} {
+			if err := s.Requeue(ctx, r.ID); err != nil {
+				t.Fatalf("requeue of discarded row %d: %v", r.ID, err)
+			}
+		}
+		back := map[int64]bool{}
+		for _, r := range mustClaim(t, s, "C", 10, time.Minute) {
+			back[r.ID] = r.OutcomeUnknown
+		}
+		if unknown, ok := back[leased.ID]; !ok || !unknown {
+			t.Errorf("the row discarded after its claimer's lease ran out came back with OutcomeUnknown %v (claimed %v), want true", unknown, ok)
+		}
+		if unknown, ok := back[waiting.ID]; !ok || unknown {
+			t.Errorf("the row nobody had claimed came back with OutcomeUnknown %v (claimed %v), want false", unknown, ok)
+		}
 	})
 
 	t.Run("discards racing claims and completions: each row ends discarded or done, never both told yes", func(t *testing.T) {
