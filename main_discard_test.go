@@ -99,9 +99,28 @@ func testOutboxDiscard(t *testing.T, db string) {
 			t.Errorf("%s: exit %d, %q %q; want 0 rows", strings.Join(args, " "), r.Code, r.Stdout, r.Stderr)
 		}
 	}
-	if r := ackd("outbox", "discard", "--all-parked", "--route", "fwd", "--effect", "forward"); r.Stdout != "discarded 2 parked rows\n"+
-		"undo while they exist: ackd outbox retry --all-discarded --route fwd --effect forward (it also puts back rows this filter selects that were discarded before)\n" {
-		t.Errorf("discard --all-parked --route fwd: exit %d, %q %q", r.Code, r.Stdout, r.Stderr)
+	r := ackd("outbox", "discard", "--all-parked", "--route", "fwd", "--effect", "forward")
+	undo, ok := strings.CutPrefix(r.Stdout, "discarded 2 parked rows\n"+
+		"undo while they exist: ackd outbox retry --all-discarded --route fwd --effect forward --discarded-since ")
+	if r.Code != 0 || !ok {
+		t.Fatalf("discard --all-parked --route fwd: exit %d, %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+	// The undo it prints selects this discard's two rows, not the one
+	// discarded by id before it (on purpose, say).
+	undoArgs := []string{"outbox", "retry", "--all-discarded", "--route", "fwd", "--effect", "forward", "--discarded-since", strings.TrimSpace(undo)}
+	if r := ackd(append(undoArgs, "--dry-run")...); r.Code != 0 || !strings.HasPrefix(r.Stdout, "would retry 2 discarded rows\n") || strings.Contains(r.Stdout, "EvDis0:fwd") {
+		t.Errorf("the printed undo, dry run: exit %d, %q %q; want this discard's 2 rows", r.Code, r.Stdout, r.Stderr)
+	}
+	if r := ackd("outbox", "retry", "--all-discarded", "--route", "fwd", "--effect", "forward", "--dry-run"); !strings.HasPrefix(r.Stdout, "would retry 3 discarded rows\n") {
+		t.Errorf("without --discarded-since the undo would take 3 rows: %q %q", r.Stdout, r.Stderr)
+	}
+	for _, bad := range [][]string{
+		{"outbox", "retry", "--all-discarded", "--discarded-since", "yesterday"},
+		{"outbox", "retry", "--all-parked", "--discarded-since", strings.TrimSpace(undo)},
+	} {
+		if r := ackd(bad...); r.Code == 0 || !strings.Contains(r.Stderr, "--discarded-since") {
+			t.Errorf("%s: exit %d, stderr %q; want a refusal naming --discarded-since", strings.Join(bad, " "), r.Code, r.Stderr)
+		}
 	}
 	list := ackd("outbox", "list", "--status", "discarded").Stdout
 	if n := strings.Count(list, " discarded "); n != 3 {

@@ -67,9 +67,10 @@ func discardCmd(g *globals) *cobra.Command {
 func (g *globals) rowsCmd(v rowsVerb) *cobra.Command {
 	var allParked, allDiscarded, dryRun bool
 	var f store.ParkedFilter
+	var discardedSince string
 	use := v.name + " ID... | --all-parked [--route R] [--effect E] [--older-than D] [--dry-run]"
 	if v.undo {
-		use = v.name + " ID... | --all-parked|--all-discarded [--route R] [--effect E] [--older-than D] [--dry-run]"
+		use = v.name + " ID... | --all-parked|--all-discarded [--discarded-since T] [--route R] [--effect E] [--older-than D] [--dry-run]"
 	}
 	c := &cobra.Command{
 		Use:   use,
@@ -90,6 +91,15 @@ func (g *globals) rowsCmd(v rowsVerb) *cobra.Command {
 				return fmt.Errorf("outbox %s: --route, --effect and --older-than select among parked rows; use them with --all-parked", v.name)
 			case f.OlderThan < 0:
 				return fmt.Errorf("outbox %s: --older-than must not be negative", v.name)
+			case cmd.Flags().Changed("discarded-since") && !allDiscarded:
+				return fmt.Errorf("outbox %s: --discarded-since selects among discarded rows; use it with --all-discarded", v.name)
+			}
+			if cmd.Flags().Changed("discarded-since") {
+				t, err := time.Parse(time.RFC3339Nano, discardedSince)
+				if err != nil {
+					return fmt.Errorf("outbox %s: --discarded-since %q is not an RFC 3339 time (as a bulk discard prints it, e.g. 2026-12-02T10:15:04.123Z)", v.name, discardedSince)
+				}
+				f.DiscardedSince = t
 			}
 			f.Discarded = allDiscarded
 			ids := make([]int64, len(args))
@@ -109,13 +119,22 @@ func (g *globals) rowsCmd(v rowsVerb) *cobra.Command {
 					if dryRun {
 						return g.previewFilter(ctx, st, v, f)
 					}
+					// Taken before the discard, on the clock that stamps
+					// it: the undo puts back exactly this discard's rows,
+					// not those an operator discarded before.
+					since, err := storeClock(ctx, st)
+					if err != nil {
+						return err
+					}
 					n, err := v.many(st, ctx, f)
 					if err != nil {
 						return err
 					}
 					fmt.Fprintf(g.stdout, "%s %d %s rows\n", v.past, n, f.Status())
 					if n > 0 && v.name == "discard" {
-						fmt.Fprintf(g.stdout, "undo while they exist: ackd outbox retry --all-discarded%s (it also puts back rows this filter selects that were discarded before)\n", filterArgs(f))
+						undo := f
+						undo.Discarded, undo.DiscardedSince = true, since
+						fmt.Fprintf(g.stdout, "undo while they exist: ackd outbox retry --all-discarded%s\n", filterArgs(undo))
 					}
 					return nil
 				}
@@ -136,6 +155,7 @@ func (g *globals) rowsCmd(v rowsVerb) *cobra.Command {
 	c.Flags().BoolVar(&allParked, "all-parked", false, "every parked row (narrowed by --route, --effect, --older-than)")
 	if v.undo {
 		c.Flags().BoolVar(&allDiscarded, "all-discarded", false, "every discarded row still kept (narrowed likewise): undoes discards")
+		c.Flags().StringVar(&discardedSince, "discarded-since", "", "with --all-discarded: only rows discarded at or after this RFC 3339 time (a bulk discard prints its undo with it)")
 	}
 	c.Flags().StringVar(&f.Route, "route", "", "with --all-…: only rows made by this route (refused when empty or unknown)")
 	c.Flags().StringVar(&f.Effect, "effect", "", "with --all-…: only rows of this effect (refused when empty or unknown)")
@@ -217,7 +237,21 @@ func filterArgs(f store.ParkedFilter) string {
 	if f.OlderThan > 0 {
 		fmt.Fprintf(&b, " --older-than %s", f.OlderThan)
 	}
+	if f.Discarded && !f.DiscardedSince.IsZero() {
+		fmt.Fprintf(&b, " --discarded-since %s", f.DiscardedSince.UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z07:00"))
+	}
 	return b.String()
+}
+
+// storeClock is the time on the clock that stamps st's rows: PostgreSQL's
+// own (every replica stamps with it), else the store's.
+func storeClock(ctx context.Context, st store.Store) (time.Time, error) {
+	if db, ok := st.(interface {
+		DBNow(context.Context) (time.Time, error)
+	}); ok {
+		return db.DBNow(ctx)
+	}
+	return st.Now(), nil
 }
 
 // shellQuote quotes s for a shell unless it is plain.

@@ -29,6 +29,11 @@ type ParkedFilter struct {
 	// Discarded selects discarded rows instead of parked ones: the rows
 	// RequeueParked puts back to undo discards (DiscardParked refuses it).
 	Discarded bool
+	// DiscardedSince (with Discarded) selects only rows discarded at or
+	// after it (their completed_at, on the clock that stamped it): the
+	// undo of one bulk discard, which leaves alone the rows discarded
+	// before it. Zero: any.
+	DiscardedSince time.Time
 }
 
 // Status is the status of the rows f selects.

@@ -451,6 +451,9 @@ func parkedWhere(f store.ParkedFilter) (string, []any) {
 	if f.OlderThan > 0 {
 		where += ` AND created_at < clock.now - ` + arg(f.OlderThan.Milliseconds()) + `::bigint`
 	}
+	if f.Discarded && !f.DiscardedSince.IsZero() {
+		where += ` AND completed_at >= ` + arg(f.DiscardedSince.UnixMilli()) + `::bigint`
+	}
 	return where, args
 }
 

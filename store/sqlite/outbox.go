@@ -518,6 +518,10 @@ func (s *Store) parkedWhere(f store.ParkedFilter) (string, []any) {
 		where += ` AND created_at < ?`
 		args = append(args, ms(s.opts.Now().Add(-f.OlderThan)))
 	}
+	if f.Discarded && !f.DiscardedSince.IsZero() {
+		where += ` AND completed_at >= ?`
+		args = append(args, ms(f.DiscardedSince))
+	}
 	return where, args
 }
 
