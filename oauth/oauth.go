@@ -286,7 +286,9 @@ func (s *Service) refresh(ctx context.Context, key string) (Tokens, error) {
 				s.log.Error("a token refresh's answer was lost, and Slack refused the same refresh token when it was tried again: Slack's grace period for it had passed",
 					"team", key, "lost_ago", s.st.Now().Sub(at.(time.Time)).Round(time.Millisecond), "tries", try)
 			}
-			s.refreshRefused(ctx, key, ser.Err)
+			if s.refreshRefused(ctx, in, ser.Err) {
+				return Tokens{}, errors.New("the installation was replaced during the refresh")
+			}
 			return Tokens{}, &sweep.Failure{Class: sweep.Permanent, Code: "token_refresh_failed",
 				Err: fmt.Errorf("installation %s: Slack refused the token refresh: %s; reinstall the app in that workspace", key, ser.Err)}
 		}
@@ -410,16 +412,26 @@ var permanentRefresh = map[string]bool{
 
 // refreshRefused records a refresh Slack refused for good: the
 // installation's error (its rows park instead of calling Slack) and the
-// team's pending rows parked with the reason.
-func (s *Service) refreshRefused(ctx context.Context, key, code string) {
-	s.m.refresh("failed")
-	reason := "token_refresh_failed: Slack refused the token refresh (" + code + "); reinstall the app in that workspace, then ackd outbox retry"
+// team's pending rows parked with the reason. A reinstall (it takes no
+// lease) that replaced in while the refresh was under way is not the
+// installation Slack refused: then nothing is recorded, and replaced says
+// so.
+func (s *Service) refreshRefused(ctx context.Context, in store.Installation, code string) (replaced bool) {
+	key := in.Key
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	if now, err := s.st.GetInstallation(wctx, key); err == nil && !now.InstalledAt.Equal(in.InstalledAt) {
+		s.log.Info("token refresh refused by Slack, but the app was installed again meanwhile: the reinstall's tokens are kept",
+			"team", key, "code", code)
+		return true
+	}
+	s.m.refresh("failed")
+	reason := "token_refresh_failed: Slack refused the token refresh (" + code + "); reinstall the app in that workspace, then ackd outbox retry"
 	err := s.st.SetInstallationError(wctx, key, "token refresh refused: "+code)
 	n, perr := s.st.ParkInstallRows(wctx, key, reason)
 	s.log.Error("token refresh refused by Slack: the team's rows are parked until the app is reinstalled",
 		"team", key, "code", code, "parked", n, "err", errors.Join(err, perr))
+	return false
 }
 
 // RefreshResult counts one refresh pass.

@@ -293,3 +293,47 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A refresh that Slack refuses while the app was installed again (a
+// reinstall takes no lease) is about the old installation: the new one
+// keeps no error, and its team's rows are not parked.
+func TestRefreshRefusedAfterAReinstall(t *testing.T) {
+	engines(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		fake := fakeslack.New(t, "xoxb-unused")
+		keys := mustKeys(t, keyOld, nil)
+		installDue(t, st, fake, keys)
+		var logs logSink
+		svc := service(t, st, fake, keys, &logs)
+
+		hold := make(chan struct{})
+		fake.Script("oauth.v2.access", fakeslack.Response{Error: "invalid_refresh_token", Hold: hold})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			svc.RefreshDue(ctx)
+		}()
+		waitFor(t, "the refresh to reach Slack", func() bool { return len(fake.Refreshes()) == 1 })
+		// The reinstall, while Slack has not answered the refresh yet.
+		time.Sleep(5 * time.Millisecond) // a later installed_at (milliseconds)
+		tok := oauth.Tokens{Bot: "xoxb-reinstalled", Refresh: "xoxe-1-reinstalled", Issued: time.Now(), Expires: time.Now().Add(time.Hour)}
+		if err := st.PutInstallation(ctx, store.Installation{Key: "T1", TeamID: "T1", BotUserID: "UBOT",
+			Secret: keys.Seal("T1", tok)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordIntent(ctx, store.Intent{EventID: "EvAfter", EventType: "message", Rows: []store.NewRow{{Key: "EvAfter:r",
+			Effect: "post", Payload: `{"route":"r","facts":{"install":"T1"}}`}}}); err != nil {
+			t.Fatal(err)
+		}
+		close(hold)
+		<-done
+
+		got, in := stored(t, st, keys)
+		if got.Bot != "xoxb-reinstalled" || in.Error != "" {
+			t.Errorf("after the refused refresh the reinstall holds bot %q and error %q; want its own token and no error\n%s", got.Bot, in.Error, logs.String())
+		}
+		if row, err := st.GetByKey(ctx, "EvAfter:r"); err != nil || row.Status != store.StatusPending {
+			t.Errorf("the reinstalled team's row: %+v %v; want pending\n%s", row, err, logs.String())
+		}
+	})
+}
