@@ -313,7 +313,8 @@ func TestRefreshRefusedAfterAReinstall(t *testing.T) {
 			defer close(done)
 			svc.RefreshDue(ctx)
 		}()
-		waitFor(t, "the refresh to reach Slack", func() bool { return len(fake.Refreshes()) == 1 })
+		// installDue's code exchange was the first call.
+		waitFor(t, "the refresh to reach Slack", func() bool { return len(fake.CallsTo("oauth.v2.access")) == 2 })
 		// The reinstall, while Slack has not answered the refresh yet.
 		time.Sleep(5 * time.Millisecond) // a later installed_at (milliseconds)
 		tok := oauth.Tokens{Bot: "xoxb-reinstalled", Refresh: "xoxe-1-reinstalled", Issued: time.Now(), Expires: time.Now().Add(time.Hour)}
