@@ -132,12 +132,15 @@ func (g *globals) loadConfig() (daemon.Config, error) {
 		}
 	}
 	cfg.ApplyEnv(os.Getenv)
-	// ACKD_DB beside a config file's db naming another database is refused
-	// (it would win silently); --db and ACKD_DB_FILE are explicit choices.
+	// ACKD_DB beside a config file's db naming another database: refused
+	// where PostgreSQL is involved, a warning between two SQLite files (it
+	// wins, as in 0.1.0); --db and ACKD_DB_FILE are explicit choices.
 	if g.db == "" && os.Getenv("ACKD_DB_FILE") == "" {
-		if err := cfg.CheckEnvDB(os.Getenv("ACKD_DB")); err != nil {
+		w, err := cfg.CheckEnvDB(os.Getenv("ACKD_DB"))
+		if err != nil {
 			return cfg, err
 		}
+		cfg.EnvDBWarning = w
 	}
 	// ACKD_DB_FILE: the database setting read from a file (a systemd
 	// credential), because a PostgreSQL URL carries a password. It overrides

@@ -17,8 +17,10 @@ import (
 // Issue 29.8: ackd 0.1.0's unit set ACKD_DB, which silently beat the db of
 // /etc/ackd/ackd.toml, so replicas whose config said db = "postgres://…"
 // each wrote a SQLite file of their own. Now ACKD_DB beside a config db
-// naming another database stops serve and fails config check, naming both;
-// the same file spelled two ways, --db and ACKD_DB_FILE are fine.
+// naming PostgreSQL (or a config db beside an ACKD_DB URL) stops serve and
+// fails config check, naming both; two different SQLite files start as they
+// did on 0.1.0 (ACKD_DB's file) with a warning naming both; the same file
+// spelled two ways, --db and ACKD_DB_FILE are fine.
 func TestEnvAndConfigDisagreeingOnTheDatabase(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -28,45 +30,58 @@ func TestEnvAndConfigDisagreeingOnTheDatabase(t *testing.T) {
 	const pgURL = "postgres://ackd:s3cret@db.internal:5432/ackd?sslmode=verify-full"
 	pgCfg := procWriteConfig(t, dir, "pg.toml", "db = \""+pgURL+"\"\n"+route)
 
-	for _, tc := range []struct {
-		name, config, env string
-		want              []string
-	}{
-		{"two SQLite files", cfg, envDB, []string{"ACKD_DB=" + envDB, `db = "` + configDB + `"`, "in " + cfg, "name different databases"}},
-		{"PostgreSQL in the config, the old unit's SQLite file in the environment", pgCfg, "/var/lib/ackd/ackd.db",
-			[]string{"ACKD_DB=/var/lib/ackd/ackd.db", `db = "postgres://ackd:xxxxx@db.internal:5432/ackd`, "name different databases"}},
-	} {
-		t.Run(tc.name+": serve refuses, naming both", func(t *testing.T) {
-			r := procRun(t, procEnv("ACKD_DB="+tc.env), "serve", "--config", tc.config, "--listen", procFreeAddr(t))
-			if r.Code != 1 {
-				t.Errorf("exit %d, want 1\nstderr:\n%s", r.Code, r.Stderr)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(r.Stderr, w) {
-					t.Errorf("stderr lacks %q:\n%s", w, r.Stderr)
-				}
-			}
-			if strings.Contains(r.Stderr, "s3cret") {
-				t.Errorf("stderr shows the password:\n%s", r.Stderr)
-			}
-		})
-		t.Run(tc.name+": config check fails, naming both", func(t *testing.T) {
-			r := procRun(t, procEnv("ACKD_DB="+tc.env), "config", "check", "--config", tc.config)
-			if r.Code != 1 || !strings.Contains(r.Stdout, "FAIL  config") {
-				t.Errorf("exit %d, want 1 and a FAIL config line\nstdout:\n%s", r.Code, r.Stdout)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(r.Stdout, w) {
-					t.Errorf("stdout lacks %q:\n%s", w, r.Stdout)
-				}
-			}
-		})
-	}
-	for _, f := range []string{configDB, envDB} {
-		if _, err := os.Stat(f); !os.IsNotExist(err) {
-			t.Errorf("a refused start created %s (%v)", f, err)
+	want := []string{"ACKD_DB=/var/lib/ackd/ackd.db", `db = "postgres://ackd:xxxxx@db.internal:5432/ackd`, "name different databases"}
+	t.Run("PostgreSQL in the config, the old unit's SQLite file in the environment: serve refuses, naming both", func(t *testing.T) {
+		r := procRun(t, procEnv("ACKD_DB=/var/lib/ackd/ackd.db"), "serve", "--config", pgCfg, "--listen", procFreeAddr(t))
+		if r.Code != 1 {
+			t.Errorf("exit %d, want 1\nstderr:\n%s", r.Code, r.Stderr)
 		}
-	}
+		for _, w := range want {
+			if !strings.Contains(r.Stderr, w) {
+				t.Errorf("stderr lacks %q:\n%s", w, r.Stderr)
+			}
+		}
+		if strings.Contains(r.Stderr, "s3cret") {
+			t.Errorf("stderr shows the password:\n%s", r.Stderr)
+		}
+	})
+	t.Run("PostgreSQL in the config, the old unit's SQLite file in the environment: config check fails, naming both", func(t *testing.T) {
+		r := procRun(t, procEnv("ACKD_DB=/var/lib/ackd/ackd.db"), "config", "check", "--config", pgCfg)
+		if r.Code != 1 || !strings.Contains(r.Stdout, "FAIL  config") {
+			t.Errorf("exit %d, want 1 and a FAIL config line\nstdout:\n%s", r.Code, r.Stdout)
+		}
+		for _, w := range want {
+			if !strings.Contains(r.Stdout, w) {
+				t.Errorf("stdout lacks %q:\n%s", w, r.Stdout)
+			}
+		}
+	})
+
+	// Two SQLite files: 0.1.0 started this on ACKD_DB's file, and so does
+	// today's ackd, saying so.
+	sqliteWant := []string{"ACKD_DB=" + envDB, `db = \"` + configDB + `\"`, "name different databases", "ACKD_DB wins"}
+	t.Run("two SQLite files: serve starts on ACKD_DB's, with a warning naming both", func(t *testing.T) {
+		d := procServe(t, procServeOpts{Config: cfg, DB: "", Env: procEnv("ACKD_DB=" + envDB)})
+		d.stop()
+		log := d.Stderr.String()
+		for _, w := range sqliteWant {
+			if !strings.Contains(log, w) {
+				t.Errorf("serve's log lacks %q:\n%s", w, log)
+			}
+		}
+		if _, err := os.Stat(envDB); err != nil {
+			t.Errorf("serve did not use ACKD_DB's file: %v", err)
+		}
+		if _, err := os.Stat(configDB); !os.IsNotExist(err) {
+			t.Errorf("serve created the config's file too (%v)", err)
+		}
+	})
+	t.Run("two SQLite files: config check passes with the warning", func(t *testing.T) {
+		r := procRun(t, procEnv("ACKD_DB="+envDB), "config", "check", "--config", cfg)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "warn  config") || !strings.Contains(r.Stdout, "name different databases") {
+			t.Errorf("exit %d, want 0 with a warning\nstdout:\n%s", r.Code, r.Stdout)
+		}
+	})
 
 	t.Run("the same file spelled two ways is one database", func(t *testing.T) {
 		rel := procWriteConfig(t, dir, "rel.toml", "db = \"same.db\"\n"+route) // beside the config: dir/same.db

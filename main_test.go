@@ -271,7 +271,10 @@ func procServe(tb testing.TB, o procServeOpts) *procDaemon {
 func procTryServe(tb testing.TB, o procServeOpts) (d *procDaemon, lostPort bool) {
 	tb.Helper()
 	addr := procFreeAddr(tb)
-	args := []string{"serve", "--listen", addr, "--db", o.DB}
+	args := []string{"serve", "--listen", addr}
+	if o.DB != "" { // "": the database the config and the environment name
+		args = append(args, "--db", o.DB)
+	}
 	if o.Config != "" {
 		args = append(args, "--config", o.Config)
 	}

@@ -79,6 +79,9 @@ type Config struct {
 	// FileDB is the db the config file sets (resolved as Load resolves
 	// it), "" when the file sets none: what CheckEnvDB holds ACKD_DB to.
 	FileDB string `toml:"-"`
+	// EnvDBWarning is CheckEnvDB's warning, kept for Validate to report
+	// with its own.
+	EnvDBWarning string `toml:"-"`
 }
 
 // AckConfig bounds the pre-ack intent transaction.
@@ -360,6 +363,9 @@ func (c *Config) Validate() error {
 	// warning (serve logs it, config check prints it), never a refusal: an
 	// upgrade must not stop a config that started before (DESIGN §11).
 	warn := func(format string, a ...any) { c.Warnings = append(c.Warnings, fmt.Sprintf(format, a...)) }
+	if c.EnvDBWarning != "" {
+		warn("%s", c.EnvDBWarning)
+	}
 	for _, ch := range c.Filter.Channels {
 		if msg := checkChannel("filter.channels:", ch); msg != "" {
 			warn("%s", msg)
@@ -599,20 +605,26 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	}
 }
 
-// CheckEnvDB refuses ACKD_DB (env) naming another database than the
-// config file's db. Either alone is fine, and so are both naming the same
-// file; but with both set ACKD_DB would win without a word, and a config
-// edited to db = "postgres://…" would leave each replica on a SQLite file of
-// its own (issue 29.8: the 0.1.0 unit set ACKD_DB). --db and ACKD_DB_FILE
-// are explicit choices and are not held to it (the caller skips the check).
-func (c Config) CheckEnvDB(env string) error {
+// CheckEnvDB holds ACKD_DB (env) to the config file's db. Either alone is
+// fine, and so are both naming the same file. With both set ACKD_DB wins, as
+// it did in ackd 0.1.0, whose unit set it: a config edited to
+// db = "postgres://…" then left each replica on a SQLite file of its own,
+// without a word (issue 29.8). So a disagreement that involves PostgreSQL is
+// an error, naming both; two SQLite files is a warning (0.1.0 started such an
+// install, on ACKD_DB's file, and an upgrade must still start it). --db and
+// ACKD_DB_FILE are explicit choices and are not held to it (the caller skips
+// the check).
+func (c Config) CheckEnvDB(env string) (warning string, err error) {
 	if env == "" || c.FileDB == "" || sameDB(env, c.FileDB) {
-		return nil
+		return "", nil
 	}
-	return fmt.Errorf("ACKD_DB=%s and db = %q in %s name different databases, and ACKD_DB would win: keep one. "+
-		"Remove ACKD_DB from the environment (ackd 0.1.0's unit, a drop-in or your own unit may set it; `systemctl cat ackd` shows it), "+
-		"or remove db from the config file; --db or ACKD_DB_FILE choose the database explicitly",
-		RedactDB(env), RedactDB(c.FileDB), c.Source)
+	both := fmt.Sprintf("ACKD_DB=%s and db = %q in %s name different databases", RedactDB(env), RedactDB(c.FileDB), c.Source)
+	const fix = "Remove ACKD_DB from the environment (ackd 0.1.0's unit, a drop-in or your own unit may set it; `systemctl cat ackd` shows it), " +
+		"or remove db from the config file; --db or ACKD_DB_FILE choose the database explicitly"
+	if IsPostgres(env) || IsPostgres(c.FileDB) {
+		return "", fmt.Errorf("%s, and ACKD_DB would win: keep one. %s", both, fix)
+	}
+	return fmt.Sprintf("%s: ACKD_DB wins, as in ackd 0.1.0, and this ackd uses %s. %s", both, env, fix), nil
 }
 
 // sameDB reports whether two db settings name the same database: the same
