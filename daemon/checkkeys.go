@@ -46,10 +46,18 @@ func checkTokenKey(ctx context.Context, cfg Config, sec Secrets, schema string) 
 		return c(CheckWarn, "could not open the database to check the installations' keys: %v", err)
 	}
 	defer st.Close()
+	// The installations table came with SQLite schema 7 / PostgreSQL 6: a
+	// database older than that has none to open. Any other failure to read
+	// it (a permission refused) is said, never taken for "no table".
+	v, err := st.SchemaVersion(ctx)
+	if err != nil {
+		return c(CheckWarn, "could not read the database's schema version to check the installations' keys: %v", err)
+	}
+	if since := map[string]int{"sqlite": 7, "postgres": 6}[st.Engine()]; v < since {
+		return Check{}, false
+	}
 	kc, err := oauth.CheckKeys(ctx, st, keys)
 	switch {
-	case err != nil && strings.Contains(err.Error(), "ackd_installations"):
-		return Check{}, false // no installations table yet
 	case err != nil:
 		return c(CheckWarn, "could not read the installations: %v", err)
 	case len(kc.Sealed) > 0:
