@@ -116,7 +116,16 @@ func Elsewhere(in store.Instance, st store.Store) string {
 	}
 	if rec := ParseInstanceState(in).DB; rec != nil {
 		here := DBFileOf(st)
-		if here == nil || *rec == *here {
+		switch {
+		case here == nil:
+			return ""
+		case rec.Ino != 0 && here.Ino != 0:
+			// The file itself: the same one reached by another path (a
+			// bind mount, a symlinked directory) is not a copy.
+			if rec.Dev == here.Dev && rec.Ino == here.Ino {
+				return ""
+			}
+		case rec.Path == here.Path:
 			return ""
 		}
 		return fmt.Sprintf("its heartbeat names %s (device %d, inode %d), not this file: the heartbeat was copied with the database (a backup or a restore)",

@@ -352,10 +352,16 @@ timeout = "5s"
 	var bad []string
 	var ids []string
 	var slowest ack
-	var during int
+	var during, earlier, later int
 	for _, a := range acks {
 		if a.at.Before(migEnd) && a.at.Add(a.took).After(migStart) {
 			during++
+		}
+		if a.at.Add(a.took).Before(migStart) {
+			earlier++
+		}
+		if a.at.After(migEnd) {
+			later++
 		}
 		if a.took > slowest.took {
 			slowest = a
@@ -382,6 +388,11 @@ timeout = "5s"
 	t.Logf("%d answers, %d of them while migrate ran (%s to %s after the load began); slowest %s (%s in the daemon), sent %s after the load began",
 		len(acks), during, migStart.Sub(loadStart).Round(time.Millisecond), migEnd.Sub(loadStart).Round(time.Millisecond),
 		slowest.took.Round(time.Millisecond), server, slowest.at.Sub(loadStart).Round(time.Millisecond))
+	// The load must bracket the migration (it is over in milliseconds, so
+	// few answers overlap it): else it proves nothing about a live daemon.
+	if earlier == 0 || later == 0 {
+		t.Errorf("the load did not surround the migration: %d answers before it, %d after", earlier, later)
+	}
 	if len(bad) > 0 {
 		t.Errorf("%d of %d answers were not 200 within 3 s: %s\nold daemon log:\n%s", len(bad), len(acks), strings.Join(bad[:min(len(bad), 10)], "; "), lastLines(d.log.String(), 20))
 	}

@@ -105,12 +105,12 @@ func EffectNames() []string { return slices.Sorted(maps.Keys(Effects(EffectConfi
 // credential that gives it, "" when it needs none. An effect this ackd
 // does not know (a newer ackd's) needs an ackd that knows it.
 func Needs(row store.Row) (capability, credential string) {
-	switch row.Effect {
-	case "post", "react", "update":
+	switch {
+	case slices.Contains(webAPIEffects, row.Effect):
 		return row.Effect, CredBotToken + " (or [oauth] installations)"
-	case "redeliver":
+	case row.Effect == "redeliver":
 		return row.Effect, CredSigningSecret + " or ACKD_REDELIVER_SECRET"
-	case "forward":
+	case row.Effect == "forward":
 		var p struct {
 			Params struct {
 				Signed bool `json:"signed"`
