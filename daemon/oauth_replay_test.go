@@ -17,8 +17,11 @@ import (
 // has exchanged a code, nothing is written, and the log grows by a rate
 // limited summary at most.
 
-// tableCounts counts the rows of every table in the database.
-func tableCounts(t *testing.T, e *oauthEnv) map[string]int {
+// tableContents says what every table in the database holds: its rows,
+// each value of each, in rowid order — an UPDATE changes it as surely as an
+// INSERT. ackd_instances is left out: the daemon's own heartbeat rewrites
+// it every few seconds whatever the requests do.
+func tableContents(t *testing.T, e *oauthEnv) map[string]string {
 	t.Helper()
 	rows, err := e.db().Query(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
 	if err != nil {
@@ -33,9 +36,32 @@ func tableCounts(t *testing.T, e *oauthEnv) map[string]int {
 		names = append(names, n)
 	}
 	rows.Close()
-	out := map[string]int{}
+	out := map[string]string{}
 	for _, n := range names {
-		out[n] = e.count(`SELECT count(*) FROM "` + n + `"`)
+		if n == "ackd_instances" {
+			continue
+		}
+		rows, err := e.db().Query(`SELECT * FROM "` + n + `" ORDER BY rowid`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		var b strings.Builder
+		count := 0
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			count++
+			fmt.Fprintf(&b, "%v\n", vals)
+		}
+		rows.Close()
+		out[n] = fmt.Sprintf("%d rows: %s", count, b.String())
 	}
 	return out
 }
@@ -59,7 +85,7 @@ func TestOAuthReplayedStatesWriteNothing(t *testing.T) {
 		loc, cookie := e.startInstall(t)
 		got = append(got, pair{loc.Query().Get("state"), cookie})
 	}
-	before := tableCounts(t, e)
+	before := tableContents(t, e)
 	logLines := len(e.Logs.Lines())
 	exchanges := len(e.fake.CallsTo("oauth.v2.access"))
 
@@ -84,10 +110,10 @@ func TestOAuthReplayedStatesWriteNothing(t *testing.T) {
 	if n := len(e.fake.CallsTo("oauth.v2.access")) - exchanges; n != pairs {
 		t.Fatalf("%d code exchanges for %d replays", n, pairs)
 	}
-	after := tableCounts(t, e)
-	for table, n := range after {
-		if n != before[table] {
-			t.Errorf("table %s: %d rows before the replays, %d after", table, before[table], n)
+	after := tableContents(t, e)
+	for table, held := range after {
+		if held != before[table] {
+			t.Errorf("table %s changed with the replays:\nbefore: %s\nafter:  %s", table, before[table], held)
 		}
 	}
 	if len(after) < 5 {
