@@ -631,7 +631,7 @@ func TestExampleUnitConfigIsQuietUnedited(t *testing.T) {
 	api := fakeslack.New(t, "xoxb-quiet")
 	db := filepath.Join(t.TempDir(), "ackd.db")
 	d := procServe(t, procServeOpts{Config: "systemd/ackd.toml", DB: db,
-		Env: procEnv("SLACK_BOT_TOKEN=xoxb-quiet", "SLACK_API_URL="+api.URL(), "ACKD_FORWARD_SECRET=fwd")})
+		Env: procEnv("SLACK_BOT_TOKEN=xoxb-quiet", "SLACK_API_URL="+api.URL())})
 	files, err := filepath.Glob("examples/*.json")
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func (c Config) secretProblems(sec Secrets) []error {
 		errs = append(errs, sec.needs(sweep.CredSigningSecret,
 			fmt.Errorf("no Slack signing secret: set SLACK_SIGNING_SECRET or SLACK_SIGNING_SECRET_FILE (or enable [socket_mode] with SLACK_APP_TOKEN)"),
 			"Slack's requests over HTTP are verified with it", "the app's Signing Secret (Basic Information)",
-			"receive over Socket Mode instead ([socket_mode] enabled = true, with SLACK_APP_TOKEN) in "+c.Source))
+			"receive over Socket Mode instead ([socket_mode] enabled = true, with SLACK_APP_TOKEN) in "+c.file()))
 	}
 	if sec.SigningSecret == "" && sec.RedeliverSecret == "" {
 		// The app behind a redeliver route checks Slack's signature, so
@@ -37,7 +37,7 @@ func (c Config) secretProblems(sec Secrets) []error {
 			if sec.EmptyFiles[sweep.CredSigningSecret] != "" {
 				errs = append(errs, sec.needs(sweep.CredSigningSecret, unset,
 					what+plural(n, " signs", " sign")+" each request for the app with it", "the app's Signing Secret",
-					"remove the redeliver routes from "+c.Source))
+					"remove the redeliver routes from "+c.file()))
 			} else {
 				errs = append(errs, unset)
 			}
@@ -49,17 +49,17 @@ func (c Config) secretProblems(sec Secrets) []error {
 		// it is a credential not yet written.
 		const write, off = "the bot token (xoxb-…, OAuth & Permissions)", "remove them from "
 		if what, n := c.routesWith(botTokenEffects()...); n > 0 {
-			errs = append(errs, sec.needs(sweep.CredBotToken, nil, what+plural(n, " calls", " call")+" Slack's Web API with it", write, off+c.Source))
+			errs = append(errs, sec.needs(sweep.CredBotToken, nil, what+plural(n, " calls", " call")+" Slack's Web API with it", write, off+c.file()))
 		}
 		if len(c.Backfill.Channels) > 0 {
 			errs = append(errs, sec.needs(sweep.CredBotToken, nil, "catch-up reads the history of [backfill] channels with it", write,
-				"empty [backfill] channels in "+c.Source+" (catch-up off)"))
+				"empty [backfill] channels in "+c.file()+" (catch-up off)"))
 		}
 	}
 	if sec.ForwardSecret == "" && sec.EmptyFiles[sweep.CredForwardSecret] != "" {
 		if what, n := c.routesWith("forward"); n > 0 {
 			errs = append(errs, sec.needs(sweep.CredForwardSecret, nil, what+plural(n, " signs", " sign")+" each request with it (X-Ackd-Signature)",
-				"the secret your handler verifies", "remove the forward routes from "+c.Source))
+				"the secret your handler verifies", "remove the forward routes from "+c.file()))
 		}
 	}
 	if c.OAuth != nil {
@@ -78,7 +78,16 @@ func (c Config) clientSecretMissing(sec Secrets) error {
 	return sec.needs("SLACK_CLIENT_SECRET",
 		errMissing("SLACK_CLIENT_SECRET", "[oauth] exchanges install codes and refreshes tokens with the app's client secret"),
 		"[oauth] exchanges install codes and refreshes tokens with it", "the app's Client Secret (Basic Information)",
-		"remove the [oauth] section from "+c.Source)
+		"remove the [oauth] section from "+c.file())
+}
+
+// file names the config file in a message: its path, or "a config file"
+// when ackd runs on the built-in defaults.
+func (c Config) file() string {
+	if c.Source == "" || c.Source == Default().Source {
+		return "a config file"
+	}
+	return c.Source
 }
 
 // botTokenEffects are the effects a sweep cannot perform without
