@@ -246,12 +246,20 @@ func (g *globals) open(ctx context.Context, mode openMode) (store.Store, daemon.
 }
 
 func secrets(signing bool) (daemon.Secrets, error) {
-	var sec daemon.Secrets
+	sec := daemon.Secrets{CredentialsDir: os.Getenv("CREDENTIALS_DIRECTORY")}
 	var errs []error // every unreadable secret, not just the first
+	// An empty file is "not set"; serve and config check refuse it only
+	// where the configuration needs that secret (daemon's secretProblems).
 	get := func(name string, dst *string) {
-		v, err := daemon.Secret(name, os.Getenv)
+		v, empty, err := daemon.ReadSecret(name, os.Getenv)
 		if err != nil {
 			errs = append(errs, err)
+		}
+		if empty != "" {
+			if sec.EmptyFiles == nil {
+				sec.EmptyFiles = map[string]string{}
+			}
+			sec.EmptyFiles[name] = empty
 		}
 		*dst = v
 	}
@@ -278,7 +286,8 @@ func serveCmd(g *globals) *cobra.Command {
 		Long: "Run the daemon: Slack ingress (/slack/events, /slack/commands, /slack/interactivity),\n" +
 			"the sweep ticker and immediate trigger, the pruner, /healthz and /metrics.\n\n" +
 			"Environment (each secret may instead be given as a file named by …_FILE, e.g. a\n" +
-			"systemd credential; never on the command line; an empty file is refused):\n" +
+			"systemd credential; never on the command line; an empty file means not set, and is\n" +
+			"refused, naming the feature, only where the config uses that secret):\n" +
 			"  SLACK_SIGNING_SECRET   the app's signing secret. Required over HTTP (serve refuses to start\n" +
 			"                         without it); optional with [socket_mode] enabled, where without it\n" +
 			"                         the HTTP Slack routes are not served. Also signs redeliver requests\n" +
@@ -299,7 +308,9 @@ func serveCmd(g *globals) *cobra.Command {
 			"                         password, as a systemd credential), which wins over both\n" +
 			"  ACKD_LISTEN            as --listen\n" +
 			"  ACKD_LOG_LEVEL         debug, info (default), warn, error\n" +
-			"  NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID  set by systemd (Type=notify, WatchdogSec=)",
+			"  NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID  set by systemd (Type=notify, WatchdogSec=)\n" +
+			"  CREDENTIALS_DIRECTORY  set by systemd (LoadCredential=): an empty credential is named\n" +
+			"                         by its LoadCredential= source",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.loadConfig()
@@ -481,7 +492,7 @@ func sweepCmd(g *globals) *cobra.Command {
 					if len(left) == 0 {
 						left = skipsOf(sc.Skip, res)
 					}
-					return fmt.Errorf("sweep performed nothing while %d rows are pending: this process lacks a credential they may need (%s); run it with the daemon's credentials (README: Operating an installed unit)",
+					return fmt.Errorf("sweep performed nothing while %d rows are pending: this process lacks a credential they may need (%s); run it with the daemon's credentials (docs/howto/operate.md)",
 						waiting, sweep.SkipSummary(left))
 				}
 				return nil

@@ -172,7 +172,11 @@ func TestConfigCheckSecrets(t *testing.T) {
 		if err := os.WriteFile(empty, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		r := procRun(t, procEnv("SLACK_CLIENT_SECRET_FILE="+empty, "ACKD_FORWARD_SECRET_FILE="+empty), "config", "check", "--config", cfg, "--db", db)
+		// Issue 30.1: an empty file is a failure where the config uses
+		// the secret (here [oauth] and a forward route).
+		fwd := procWriteConfig(t, dir, "fwd.toml", oauth+post+
+			"[[route]]\nname = \"fwd\"\nevent = \"reaction_added\"\neffect = \"forward\"\nurl = \"http://127.0.0.1:9/\"\n")
+		r := procRun(t, procEnv("SLACK_CLIENT_SECRET_FILE="+empty, "ACKD_FORWARD_SECRET_FILE="+empty), "config", "check", "--config", fwd, "--db", db)
 		for _, w := range []string{"SLACK_CLIENT_SECRET_FILE names", "ACKD_FORWARD_SECRET_FILE names", "ACKD_TOKEN_KEY is not set"} {
 			if !strings.Contains(r.Stdout, w) {
 				t.Errorf("stdout lacks %q:\n%s", w, r.Stdout)

@@ -1270,7 +1270,7 @@ func testStatusAndOutboxCommands(t *testing.T, db string) {
 	if !strings.Contains(out, `"receipts":2`) || !strings.Contains(out, `"done":4`) {
 		t.Errorf("status with ACKD_DB_FILE printed %q", out)
 	}
-	// Issue 21.7: the shipped unit sets ACKD_DB; the README's PostgreSQL
+	// Issue 21.7: the shipped unit sets ACKD_DB; docs/howto/postgresql-replicas.md's
 	// advice adds ACKD_DB_FILE in a drop-in. The file wins, as documented.
 	elsewhere := filepath.Join(dir, "unit-default.db")
 	out = procMustRun(t, procEnv("ACKD_DB_FILE="+dbFile, "ACKD_DB="+elsewhere), "status", "--json", "--config", cfg).Stdout

@@ -120,6 +120,14 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 		}
 	}
 
+	// Issue 30.3: the metrics reference lists every ackd series exported.
+	reference := readText(t, "docs/reference/metrics.md")
+	for name := range families {
+		if strings.HasPrefix(name, "ackd_") && !strings.Contains(reference, "`"+name+"`") {
+			t.Errorf("ackd exports %s, which docs/reference/metrics.md does not list", name)
+		}
+	}
+
 	dashboard, rules := monitoringExprs(t)
 	ackdName := regexp.MustCompile(`\backd_[a-z0-9_]+`)
 	// A selector of a metric that is not ackd's (say up{job="ackd"}) would
@@ -203,24 +211,22 @@ func TestMonitoringRuleUnitTests(t *testing.T) {
 	}
 }
 
-// Issue 25.8: every alert has a runbook_url, and each points at a section
-// of the README that exists (GitHub's anchor of a heading).
+// runbookPage is the alerts runbook every rule's runbook_url points into,
+// as a path in the repository and as the URL GitHub serves it at.
+const (
+	runbookPage = "docs/howto/alerts.md"
+	runbookURL  = "https://github.com/ackd/ackd/blob/main/" + runbookPage
+)
+
+// Issue 25.8 and 30.3: every alert has a runbook_url, and each points at
+// its own section of the alerts runbook (GitHub's anchor of a heading).
 func TestMonitoringRunbooks(t *testing.T) {
 	t.Parallel()
 	rules, err := os.ReadFile("monitoring/ackd-rules.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	anchors := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^#+ (.+)$`).FindAllStringSubmatch(string(readme), -1) {
-		a := strings.ToLower(strings.TrimSpace(m[1]))
-		a = regexp.MustCompile(`[^a-z0-9 _-]`).ReplaceAllString(a, "")
-		anchors[strings.ReplaceAll(a, " ", "-")] = true
-	}
+	anchors := mdAnchors(readText(t, runbookPage))
 	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\S+)`).FindAllStringSubmatch(string(rules), -1)
 	urls := regexp.MustCompile(`(?m)^\s*runbook_url: "([^"]+)"`).FindAllStringSubmatch(string(rules), -1)
 	if len(alerts) == 0 || len(urls) != len(alerts) {
@@ -228,8 +234,8 @@ func TestMonitoringRunbooks(t *testing.T) {
 	}
 	for i, u := range urls {
 		base, anchor, ok := strings.Cut(u[1], "#")
-		if !ok || !strings.HasSuffix(base, "/README.md") || !anchors[anchor] {
-			t.Errorf("%s: runbook_url %s is not a section of README.md", alerts[i][1], u[1])
+		if !ok || base != runbookURL || !anchors[anchor] {
+			t.Errorf("%s: runbook_url %s is not a section of %s", alerts[i][1], u[1], runbookURL)
 		}
 		if anchor != strings.ToLower(alerts[i][1]) {
 			t.Errorf("%s: runbook_url points at #%s, not its own section", alerts[i][1], anchor)
@@ -238,19 +244,16 @@ func TestMonitoringRunbooks(t *testing.T) {
 }
 
 // Issue 30.4: monitoring/prometheus.yml wires the scrape job and the rules
-// (promtool check config loads both), and the README shows that file.
+// (promtool check config loads both), and the monitoring page shows that
+// file.
 func TestMonitoringPrometheusWiring(t *testing.T) {
 	t.Parallel()
 	wiring, err := os.ReadFile("monitoring/prometheus.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(readme), "```yaml\n"+string(wiring)+"```\n") {
-		t.Error("README.md does not show monitoring/prometheus.yml as it is (a ```yaml block)")
+	if !strings.Contains(readText(t, "docs/howto/monitoring.md"), "```yaml\n"+string(wiring)+"```\n") {
+		t.Error("docs/howto/monitoring.md does not show monitoring/prometheus.yml as it is (a ```yaml block)")
 	}
 	for _, want := range []string{"\nrule_files:\n  - ackd-rules.yml", "\nscrape_configs:\n  - job_name: ackd"} {
 		if !strings.Contains(string(wiring), want) {

@@ -23,7 +23,7 @@ import (
 )
 
 // caddyFront runs the real Caddy with the shipped systemd/Caddyfile in
-// front of upstream, as the README installs it, with three test-only global
+// front of upstream, as docs/howto/install-on-a-vm.md installs it, with three test-only global
 // options around it: private loopback ports instead of 80/443, Caddy's
 // internal CA instead of ACME (site "localhost"), and no admin endpoint.
 // HOME and the XDG directories are the test's own, so Caddy writes its

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,7 +79,14 @@ func CheckConfig(ctx context.Context, cfg Config, sec Secrets, schema string) []
 			}
 		}
 		slices.Sort(have)
-		add("secrets", CheckOK, "set: %s", strings.Join(have, ", "))
+		detail := "set: " + cmp.Or(strings.Join(have, ", "), "none")
+		if empty := sec.unusedEmpty(); len(empty) > 0 {
+			// Not needed by this configuration: an empty credential
+			// file means "not set" (the documented install writes one
+			// for each feature the config does not use).
+			detail += "; not needed by this config: " + strings.Join(empty, ", ")
+		}
+		add("secrets", CheckOK, "%s", detail)
 	}
 	ec := cfg.EffectConfig(sec, nil, nil)
 	if cfg.OAuth != nil {
@@ -97,6 +105,11 @@ func CheckConfig(ctx context.Context, cfg Config, sec Secrets, schema string) []
 	}
 	return out
 }
+
+// UnitStateDirectory is the state directory of the packaged unit
+// (systemd/ackd.service: StateDirectory=ackd), where its database lives;
+// systemd creates it when it starts the unit. A test holds the two equal.
+const UnitStateDirectory = "/var/lib/ackd"
 
 // checkDatabase says whether the database is reachable and how its schema
 // compares with the binary's, without creating or migrating it.
@@ -118,6 +131,13 @@ func checkDatabase(ctx context.Context, db, schema string) Check {
 	case errors.Is(err, fs.ErrNotExist):
 		dir := filepath.Dir(db)
 		st, derr := os.Stat(dir)
+		if derr != nil && filepath.Clean(dir) == UnitStateDirectory {
+			// Before the unit's first start: systemd creates its
+			// StateDirectory= when it starts ackd (serve itself does not
+			// create a missing directory).
+			return c(CheckWarn, "%s: sqlite, not created yet; %s does not exist yet: ackd.service creates it at start (StateDirectory=ackd), "+
+				"serve run by hand does not (install -d -m 0700 %s)", where, dir, dir)
+		}
 		if derr != nil || !st.IsDir() {
 			return c(CheckFail, "%s does not exist, and neither does its directory %s: serve could not create it", where, dir)
 		}

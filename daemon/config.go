@@ -588,6 +588,9 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	// The example config's placeholders, each by its key (a warning:
+	// a config that holds one starts, and does nothing with it).
+	c.Warnings = append(c.Warnings, c.placeholderWarnings()...)
 	return errors.Join(errs...)
 }
 
@@ -650,28 +653,43 @@ func sameDB(a, b string) bool {
 	return abs(a) == abs(b)
 }
 
-// Secret reads a secret from the environment variable name, or from the file
-// named by name+"_FILE" (systemd credentials); surrounding whitespace is
-// trimmed. It is an error to set both.
+// Secret reads a secret that the command cannot do without (send's and
+// bench's signing secret) from the environment variable name, or from the
+// file named by name+"_FILE" (systemd credentials); surrounding whitespace
+// is trimmed. It is an error to set both, and an empty file is an error
+// naming it. serve and the other commands read theirs with ReadSecret, for
+// which an empty file means "not set".
 func Secret(name string, getenv func(string) string) (string, error) {
+	v, empty, err := ReadSecret(name, getenv)
+	if empty != "" {
+		return "", fmt.Errorf("%s_FILE names %s, which is empty: write the secret into it", name, empty)
+	}
+	return v, err
+}
+
+// ReadSecret reads a secret as Secret does, except that a file that is
+// empty (or only whitespace) means the secret is not set: v is "" and
+// emptyFile names the file, so that a check can say so. The documented
+// install writes an empty credential file for every feature it does not
+// use (systemd refuses to start a unit whose LoadCredential= source is
+// missing); whether an empty one is a mistake depends on the configuration,
+// and Secrets.Needed decides it.
+func ReadSecret(name string, getenv func(string) string) (v, emptyFile string, err error) {
 	v, file := getenv(name), getenv(name+"_FILE")
 	switch {
 	case v != "" && file != "":
-		return "", fmt.Errorf("set only one of %s and %s_FILE", name, name)
+		return "", "", fmt.Errorf("set only one of %s and %s_FILE", name, name)
 	case file != "":
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return "", fmt.Errorf("%s_FILE: %w", name, err)
+			return "", "", fmt.Errorf("%s_FILE: %w", name, err)
 		}
-		v := strings.TrimSpace(string(b))
-		if v == "" {
-			// An empty file is a mistake (a credential not yet written, a
-			// redirect that failed), never a way to say "unset".
-			return "", fmt.Errorf("%s_FILE names %s, which is empty: write the secret into it, or unset %s_FILE", name, file, name)
+		if v := strings.TrimSpace(string(b)); v != "" {
+			return v, "", nil
 		}
-		return v, nil
+		return "", file, nil
 	default:
-		return strings.TrimSpace(v), nil
+		return strings.TrimSpace(v), "", nil
 	}
 }
 

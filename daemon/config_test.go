@@ -165,8 +165,25 @@ func TestShippedExampleConfigParses(t *testing.T) {
 	for _, r := range c.Routes {
 		names = append(names, r.Name+"="+r.Effect)
 	}
-	if got, want := strings.Join(names, " "), "mention-to-app=forward eyes=react deploy=respond"; got != want {
+	if got, want := strings.Join(names, " "), "eyes=react deploy=respond"; got != want {
 		t.Errorf("routes %s, want %s", got, want)
+	}
+	// Issue 30.1: as installed it does nothing outbound: every route is
+	// held back by a placeholder channel, which the warnings name.
+	for _, r := range c.Routes {
+		if r.Channel != "C0REPLACEME" {
+			t.Errorf("route %q takes channel %q, not the placeholder", r.Name, r.Channel)
+		}
+		found := false
+		for _, w := range c.Warnings {
+			found = found || strings.Contains(w, fmt.Sprintf("route %q: channel = \"C0REPLACEME\" is a placeholder", r.Name))
+		}
+		if !found {
+			t.Errorf("no warning names route %q's placeholder: %q", r.Name, c.Warnings)
+		}
+	}
+	if len(c.Backfill.Channels) != 0 {
+		t.Errorf("catch-up reads %v as installed", c.Backfill.Channels)
 	}
 	if c.Ack.Budget.Duration != 2*time.Second || c.Sweep.Lease.Duration != 10*time.Minute {
 		t.Errorf("ack.budget %s sweep.lease %s; want 2s and 10m", c.Ack.Budget, c.Sweep.Lease)
@@ -406,16 +423,53 @@ func TestParseCatchesTypos(t *testing.T) {
 			t.Errorf("reaction = %q, want eyes", got)
 		}
 	})
-	t.Run("an empty secret file is refused, naming the file", func(t *testing.T) {
+	t.Run("an empty secret file is refused by Secret, naming the file", func(t *testing.T) {
 		dir := t.TempDir()
 		empty := filepath.Join(dir, "secret")
 		if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		env := map[string]string{"ACKD_FORWARD_SECRET_FILE": empty}
-		_, err := daemon.Secret("ACKD_FORWARD_SECRET", func(k string) string { return env[k] })
-		if err == nil || !strings.Contains(err.Error(), "ACKD_FORWARD_SECRET_FILE names "+empty+", which is empty") {
+		env := map[string]string{"SLACK_SIGNING_SECRET_FILE": empty}
+		_, err := daemon.Secret("SLACK_SIGNING_SECRET", func(k string) string { return env[k] })
+		if err == nil || err.Error() != "SLACK_SIGNING_SECRET_FILE names "+empty+", which is empty: write the secret into it" {
 			t.Errorf("err = %v", err)
 		}
 	})
+	// Issue 30.1: for ReadSecret (serve and the other commands) an empty
+	// file means "not set", and says which file it was.
+	t.Run("an empty secret file is not set for ReadSecret, which names it", func(t *testing.T) {
+		dir := t.TempDir()
+		empty := filepath.Join(dir, "secret")
+		if err := os.WriteFile(empty, []byte(" \n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{"ACKD_FORWARD_SECRET_FILE": empty}
+		v, file, err := daemon.ReadSecret("ACKD_FORWARD_SECRET", func(k string) string { return env[k] })
+		if v != "" || file != empty || err != nil {
+			t.Errorf("ReadSecret = %q, %q, %v; want \"\", %q, nil", v, file, err, empty)
+		}
+	})
+}
+
+// Issue 30.1: config check accepts a missing UnitStateDirectory because
+// the packaged unit's StateDirectory= creates it; the unit, its working
+// directory and the shipped config's db must agree with that constant.
+func TestUnitStateDirectory(t *testing.T) {
+	unit, err := os.ReadFile("../systemd/ackd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nStateDirectory=" + filepath.Base(daemon.UnitStateDirectory) + "\n",
+		"\nWorkingDirectory=" + daemon.UnitStateDirectory + "\n"} {
+		if !strings.Contains(string(unit), want) || filepath.Dir(daemon.UnitStateDirectory) != "/var/lib" {
+			t.Errorf("systemd/ackd.service lacks %q (daemon.UnitStateDirectory is %s)", strings.TrimSpace(want), daemon.UnitStateDirectory)
+		}
+	}
+	c, err := daemon.Load("../systemd/ackd.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DB != filepath.Join(daemon.UnitStateDirectory, "ackd.db") {
+		t.Errorf("systemd/ackd.toml's db is %s, not in %s", c.DB, daemon.UnitStateDirectory)
+	}
 }

@@ -103,7 +103,7 @@ func (c Config) OAuthService(sec Secrets, st store.Store, log *slog.Logger, hc *
 		return nil, err
 	}
 	if sec.ClientSecret == "" {
-		return nil, errMissing("SLACK_CLIENT_SECRET", "[oauth] exchanges install codes and refreshes tokens with the app's client secret")
+		return nil, c.clientSecretMissing(sec)
 	}
 	return oauth.New(oauth.Config{
 		ClientID: o.ClientID, ClientSecret: sec.ClientSecret, Scopes: o.Scopes, UserScopes: o.UserScopes,
@@ -115,7 +115,10 @@ func (c Config) OAuthService(sec Secrets, st store.Store, log *slog.Logger, hc *
 // TokenKeys parses ACKD_TOKEN_KEY (and ACKD_TOKEN_KEY_OLD).
 func TokenKeys(sec Secrets) (*oauth.Keys, error) {
 	if sec.TokenKey == "" {
-		return nil, errMissing("ACKD_TOKEN_KEY", "[oauth] seals every installation's tokens with it (32 random bytes, base64: head -c 32 /dev/urandom | base64)")
+		return nil, sec.needs("ACKD_TOKEN_KEY",
+			errMissing("ACKD_TOKEN_KEY", "[oauth] seals every installation's tokens with it (32 random bytes, base64: head -c 32 /dev/urandom | base64)"),
+			"[oauth] seals every installation's tokens with it", "the key (32 random bytes, base64: head -c 32 /dev/urandom | base64)",
+			"remove the [oauth] section from the config")
 	}
 	cur, err := oauth.ParseKey("ACKD_TOKEN_KEY", sec.TokenKey)
 	if err != nil {

@@ -56,6 +56,13 @@ type Secrets struct {
 	// key sealing installation tokens (ACKD_TOKEN_KEY, base64 of 32 bytes),
 	// with the previous key during a rotation (ACKD_TOKEN_KEY_OLD).
 	ClientSecret, TokenKey, TokenKeyOld string
+	// EmptyFiles maps each secret (SLACK_BOT_TOKEN, …) whose …_FILE named an
+	// empty file to that file (ReadSecret): the secret is not set, and an
+	// error about it, where the configuration needs it, names the file.
+	EmptyFiles map[string]string
+	// CredentialsDir is systemd's $CREDENTIALS_DIRECTORY, if set: an empty
+	// file there is a copy, so the error names the LoadCredential= source.
+	CredentialsDir string
 }
 
 // Options are a Server's dependencies.

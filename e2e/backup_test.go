@@ -15,7 +15,7 @@ import (
 )
 
 // Issue 25.9: a backup taken with `ackd backup` while the real daemon acks a
-// steady load of signed events, restored the way the README says (daemon
+// steady load of signed events, restored the way docs/howto/backups-and-upgrades.md says (daemon
 // stopped, the old file and its WAL moved away, the backup put in its
 // place), holds every intent acked before the backup began, passes
 // integrity_check, is 0600, and the daemon starts on it.
@@ -94,7 +94,7 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 		t.Fatalf("backup mode %v, want 0600", st.Mode().Perm())
 	}
 
-	// The restore, as the README shows it.
+	// The restore, as docs/howto/backups-and-upgrades.md shows it.
 	if err := r.stop(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}

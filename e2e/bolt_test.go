@@ -54,7 +54,7 @@ func TestBolt(t *testing.T) {
 	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "@slack", "bolt", "package.json"))
 	testreq.Need(t, nodeErr == nil && modErr == nil,
 		"node ≥ 20 and the Bolt app's modules (cd examples/bolt && npm ci --prefer-offline)")
-	// The example app the README points at must at least parse.
+	// The example app docs/howto/bolt.md points at must at least parse.
 	if out, err := exec.Command("node", "--check", filepath.Join(dir, "app.js")).CombinedOutput(); err != nil {
 		t.Errorf("examples/bolt/app.js: %v\n%s", err, out)
 	}

@@ -64,7 +64,7 @@ type besideEngine struct {
 }
 
 // Issue 29.2: `ackd migrate` of this release, run while the previous
-// release's daemon serves the database (the README's upgrade order), does
+// release's daemon serves the database (the upgrade order of docs/howto/backups-and-upgrades.md), does
 // not stall that daemon's acks. The database is at the previous release's
 // schema with ACKD_TEST_MIGRATE_ROWS done rows; the old daemon answers 20
 // signed events a second before, during and after the migration. Every

@@ -51,7 +51,7 @@ const (
 
 // Issue 29.1: every configuration a release shipped — each toml file under
 // its examples/, its systemd/ackd.toml, and every ```toml block of its
-// README.md, read from git at the release's commit — starts on today's
+// README.md and docs/, read from git at the release's commit — starts on today's
 // binary and answers /healthz, in a separate process, with the environment
 // that release's README asked for, db in a temporary directory (--db) and a
 // loopback port (--listen). Each starts on the release's own binary first
@@ -173,7 +173,8 @@ text    = "you called?"
 }
 
 // shippedConfigs reads, from git at commit, every toml file under
-// examples/ and systemd/, and every ```toml block of README.md.
+// examples/ and systemd/, and every ```toml block of README.md and of the
+// pages under docs/.
 func shippedConfigs(t *testing.T, commit string) []shippedConfig {
 	t.Helper()
 	git := func(args ...string) string {
@@ -190,11 +191,20 @@ func shippedConfigs(t *testing.T, commit string) []shippedConfig {
 			out = append(out, shippedConfig{name: path, toml: git("show", commit+":"+path)})
 		}
 	}
-	readme := git("show", commit+":README.md")
+	// The README, and from the release after 0.1.0 on the pages of docs/.
+	pages := []string{"README.md"}
+	for _, path := range strings.Fields(git("ls-tree", "-r", "--name-only", commit, "--", "docs")) {
+		if strings.HasSuffix(path, ".md") {
+			pages = append(pages, path)
+		}
+	}
 	block := regexp.MustCompile("(?ms)^```toml[ \t]*\n(.*?)^```")
-	for _, m := range block.FindAllStringSubmatchIndex(readme, -1) {
-		line := strings.Count(readme[:m[0]], "\n") + 1
-		out = append(out, shippedConfig{name: "README.md:" + strconv.Itoa(line), toml: readme[m[2]:m[3]]})
+	for _, page := range pages {
+		doc := git("show", commit+":"+page)
+		for _, m := range block.FindAllStringSubmatchIndex(doc, -1) {
+			line := strings.Count(doc[:m[0]], "\n") + 1
+			out = append(out, shippedConfig{name: page + ":" + strconv.Itoa(line), toml: doc[m[2]:m[3]]})
+		}
 	}
 	if len(out) < 3 {
 		t.Fatalf("found only %d configs at %s", len(out), commit)

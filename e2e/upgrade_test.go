@@ -123,7 +123,7 @@ type upgradeEngine struct {
 	rolling bool
 }
 
-// Issue 26: the upgrade the README describes, from the previous release
+// Issue 26: the upgrade docs/howto/backups-and-upgrades.md describes, from the previous release
 // (CHANGELOG.md) to this one, on a database that release wrote and with its
 // daemon running: `ackd migrate --dry-run` names the migrations and writes
 // nothing; `ackd migrate` by the new binary migrates under the running old
@@ -132,7 +132,7 @@ type upgradeEngine struct {
 // replica, on PostgreSQL), performs the rows the old one recorded and left
 // pending, and knows the old one's receipts (a retry is a duplicate). The
 // older binary then refuses to start on the migrated database, as the
-// README's downgrade note says.
+// the downgrade note of docs/howto/backups-and-upgrades.md says.
 func TestUpgradeFromPreviousRelease(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -305,7 +305,7 @@ timeout = "5s"
 		t.Fatalf("the previous release's schema is version %d, this one's %d: nothing to upgrade", oldVersion, latest)
 	}
 
-	// The README's order: the dry run first, which writes nothing.
+	// The upgrade page's order: the dry run first, which writes nothing.
 	out := runBin(t, ackdBin, env, "migrate", "--dry-run", "--config", newConfig)
 	for _, m := range ms {
 		listed := strings.Contains(out, fmt.Sprintf("would apply migration %d:", m.Version))

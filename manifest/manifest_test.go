@@ -3,7 +3,9 @@ package manifest
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -22,8 +24,9 @@ import (
 const testURL = "https://ackd.example.com"
 
 // exampleConfigs are every configuration the project ships or documents as
-// a whole: the examples, the unit's config, and each README block (```toml
-// or a <<'TOML' here-document) that parses as a config with routes.
+// a whole: the examples, the unit's config, and each block of the README
+// and docs/ (```toml or a <<'TOML' here-document) that parses as a config
+// with routes.
 func exampleConfigs(t *testing.T) map[string]daemon.Config {
 	t.Helper()
 	out := map[string]daemon.Config{}
@@ -34,32 +37,43 @@ func exampleConfigs(t *testing.T) map[string]daemon.Config {
 		}
 		out[f] = cfg
 	}
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
+	pages := []string{"../README.md"}
+	if err := filepath.WalkDir("../docs", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			pages = append(pages, path)
+		}
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	block := regexp.MustCompile("(?s)(?:```toml\n(.*?)```|<<'TOML'\n(.*?)\nTOML\n)")
 	found := 0
-	for _, m := range block.FindAllSubmatchIndex(readme, -1) {
-		text := ""
-		for g := 1; g <= 2; g++ {
-			if m[2*g] >= 0 {
-				text = string(readme[m[2*g]:m[2*g+1]])
-			}
-		}
-		if !strings.Contains(text, "[[route]]") {
-			continue
-		}
-		cfg, err := daemon.Parse([]byte(text))
+	for _, page := range pages {
+		doc, err := os.ReadFile(page)
 		if err != nil {
-			continue // a fragment (routes only, or keys of one section)
+			t.Fatal(err)
 		}
-		line := strings.Count(string(readme[:m[0]]), "\n") + 1
-		out["README.md:"+strconv.Itoa(line)] = cfg
-		found++
+		for _, m := range block.FindAllSubmatchIndex(doc, -1) {
+			text := ""
+			for g := 1; g <= 2; g++ {
+				if m[2*g] >= 0 {
+					text = string(doc[m[2*g]:m[2*g+1]])
+				}
+			}
+			if !strings.Contains(text, "[[route]]") {
+				continue
+			}
+			cfg, err := daemon.Parse([]byte(text))
+			if err != nil {
+				continue // a fragment (routes only, or keys of one section)
+			}
+			line := strings.Count(string(doc[:m[0]]), "\n") + 1
+			out[strings.TrimPrefix(page, "../")+":"+strconv.Itoa(line)] = cfg
+			found++
+		}
 	}
 	if found < 2 {
-		t.Fatalf("found %d whole configs in README.md; the connect-a-workspace and Socket Mode sections each have one", found)
+		t.Fatalf("found %d whole configs in README.md and docs/; the tutorial's workspace and Socket Mode's local development each have one", found)
 	}
 	return out
 }

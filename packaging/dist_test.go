@@ -7,6 +7,7 @@ import (
 	"debug/elf"
 	"encoding/base64"
 	"encoding/hex"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,8 +47,8 @@ func run(tb testing.TB, dir string, env []string, name string, args ...string) s
 
 // Issue 26: scripts/dist.sh VERSION writes the two static binaries, a
 // Debian package per architecture and SHA256SUMS over all of them; the
-// native package installs as the README says and leaves the database at
-// remove and at purge.
+// native package installs as docs/howto/install-on-a-vm.md says and leaves
+// the database at remove and at purge.
 func TestReleaseBuild(t *testing.T) {
 	testreq.Short(t, "runs the release build for two architectures and dpkg")
 	t.Parallel()
@@ -173,6 +174,15 @@ func TestReleaseBuild(t *testing.T) {
 				"/usr/share/doc/ackd/CHANGELOG.md":            "-rw-r--r--",
 				"/usr/share/doc/ackd/copyright":               "-rw-r--r--",
 			}
+			// The documentation pages, for an operator on the VM.
+			if err := filepath.WalkDir(filepath.Join(repo, "docs"), func(path string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+					wantFiles["/usr/share/doc/ackd/docs/"+strings.TrimPrefix(path, filepath.Join(repo, "docs")+"/")] = "-rw-r--r--"
+				}
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
 			for path, mode := range wantFiles {
 				if files[path] != mode {
 					t.Errorf("%s: %s has mode %q, want %s", a, path, files[path], mode)
@@ -208,7 +218,13 @@ func TestReleaseBuild(t *testing.T) {
 		}
 	})
 
-	t.Run("installed as the README says: unit, config, credentials; remove and purge keep the database", func(t *testing.T) {
+	// Issue 30.1: the install page's commands, followed literally, install
+	// the package and start the unit, empty credential files and all.
+	t.Run("the documented install starts as written", func(t *testing.T) {
+		testDocumentedInstall(t, dist)
+	})
+
+	t.Run("installed as the install page says: unit, config, credentials; remove and purge keep the database", func(t *testing.T) {
 		testreq.Need(t, os.Geteuid() == 0, "installing into a scratch root with dpkg needs root (CI runs as root)")
 		testreq.Need(t, have("systemd-analyze"), "systemd-analyze is needed (apt-get install systemd)")
 		deb := filepath.Join(dist, "ackd_"+testVersion+"_"+runtime.GOARCH+".deb")
@@ -269,7 +285,7 @@ func TestReleaseBuild(t *testing.T) {
 			t.Errorf("systemd-analyze verify of the installed unit: %v\n%s", err, out)
 		}
 
-		// The README's next step: the secrets go into the credentials
+		// The install page's next step: the secrets go into the credentials
 		// directory. Then the shipped config passes the installed binary's
 		// own check, run with the environment the unit gives the daemon:
 		// its Environment= lines, %d (the credentials systemd loads) mapped
@@ -277,7 +293,7 @@ func TestReleaseBuild(t *testing.T) {
 		// scratch root.
 		// Every LoadCredential= source must exist or systemd refuses to
 		// start the unit; token-key is 32 random bytes in base64, as the
-		// README makes it.
+		// install page makes it.
 		if err := os.MkdirAll(at("var/lib/ackd"), 0o700); err != nil {
 			t.Fatal(err)
 		}

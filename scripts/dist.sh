@@ -93,6 +93,15 @@ for arch in $arches; do
 	install -m 0644 systemd/ackd.toml "$root/etc/ackd/ackd.toml"
 	install -m 0644 systemd/Caddyfile systemd/litestream.service systemd/litestream.yml "$root/usr/share/ackd/"
 	install -m 0644 README.md CHANGELOG.md "$root/usr/share/doc/ackd/"
+	# The documentation, for an operator on the VM without a browser: the
+	# install page, the runbook, the references (links between pages work;
+	# links to the repository's files do not).
+	(cd docs && find . -type d) | while read -r dir; do
+		install -d -m 0755 "$root/usr/share/doc/ackd/docs/$dir"
+	done
+	(cd docs && find . -name '*.md' -type f) | while read -r page; do
+		install -m 0644 "docs/$page" "$root/usr/share/doc/ackd/docs/$page"
+	done
 	install -m 0644 packaging/deb/copyright "$root/usr/share/doc/ackd/copyright"
 	install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$root/DEBIAN/"
 	install -m 0644 packaging/deb/conffiles "$root/DEBIAN/conffiles"

@@ -110,7 +110,7 @@ func (f *Filler) Chunks() int { return len(f.chunks) }
 // FreeForWAL frees 8 MiB plus as much as the database's -wal file holds:
 // SQLite must be able to checkpoint the WAL into the database file before
 // it can write again after a full disk, so "space is back" means at least
-// that much (the README gives operators the same rule).
+// that much (docs/design.md gives operators the same rule).
 func (f *Filler) FreeForWAL(tb testing.TB, db string) int {
 	tb.Helper()
 	n := (8 << 20) / f.chunk
