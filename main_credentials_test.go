@@ -42,18 +42,21 @@ func TestEmptyCredentialFiles(t *testing.T) {
 	}{
 		{"no forward route: an empty forward secret is not set", react, []string{"forward-secret", "slack-client-secret", "token-key"}, true,
 			[]string{"not needed by this config: ACKD_FORWARD_SECRET_FILE (empty), ACKD_TOKEN_KEY_FILE (empty), SLACK_CLIENT_SECRET_FILE (empty)"}},
-		{"a forward route: an empty forward secret names the route and the way out", react + forward, []string{"forward-secret"}, false,
-			[]string{`ACKD_FORWARD_SECRET_FILE names /run/credentials/ackd.service/forward-secret, which is empty, and route "fwd" (forward) signs each request with it (X-Ackd-Signature): ` +
-				`write the secret your handler verifies into its LoadCredential= source (/etc/ackd/credentials/forward-secret in the packaged unit) and restart, or remove the forward routes from CONFIG`}},
+		// As with the secret not set, and as 0.1.0 read an empty file: the
+		// forwards go unsigned, which the warning names.
+		{"a forward route: an empty forward secret warns that forwards go unsigned, naming the route and the file", react + forward, []string{"forward-secret"}, true,
+			[]string{`warn  secrets`, `ACKD_FORWARD_SECRET_FILE names /run/credentials/ackd.service/forward-secret, which is empty: route "fwd" (forward) sends its requests unsigned (no X-Ackd-Signature), as with the secret not set and as ackd 0.1.0 did; ` +
+				`write the secret your handler verifies into its LoadCredential= source (/etc/ackd/credentials/forward-secret in the packaged unit) and restart, or leave it empty if your handler checks no signature`}},
 		{"[oauth]: an empty bot token is not set", oauth + react, []string{"slack-bot-token", "forward-secret"}, true,
 			[]string{"not needed by this config: ACKD_FORWARD_SECRET_FILE (empty), SLACK_BOT_TOKEN_FILE (empty)"}},
 		{"[oauth]: an empty client secret and token key name [oauth] and its removal", oauth + logOnly, []string{"slack-client-secret", "token-key"}, false,
 			[]string{`SLACK_CLIENT_SECRET_FILE names /run/credentials/ackd.service/slack-client-secret, which is empty, and [oauth] exchanges install codes and refreshes tokens with it: ` +
 				`write the app's Client Secret (Basic Information) into its LoadCredential= source (/etc/ackd/credentials/slack-client-secret in the packaged unit) and restart, or remove the [oauth] section from CONFIG`,
 				`ACKD_TOKEN_KEY_FILE names /run/credentials/ackd.service/token-key, which is empty, and [oauth] seals every installation's tokens with it`}},
-		{"a react route: an empty bot token names the route", react, []string{"slack-bot-token"}, false,
-			[]string{`SLACK_BOT_TOKEN_FILE names /run/credentials/ackd.service/slack-bot-token, which is empty, and route "eyes" (react) calls Slack's Web API with it: ` +
-				`write the bot token (xoxb-…, OAuth & Permissions) into its LoadCredential= source (/etc/ackd/credentials/slack-bot-token in the packaged unit) and restart, or remove them from CONFIG`}},
+		// As with the token not set: the rows wait, which the warning names.
+		{"a react route: an empty bot token warns that its rows wait, naming the route and the file", react, []string{"slack-bot-token"}, true,
+			[]string{`warn  secrets`, `SLACK_BOT_TOKEN_FILE names /run/credentials/ackd.service/slack-bot-token, which is empty: route "eyes" (react) calls Slack's Web API with it: those rows stay pending until a process that has the token performs them; ` +
+				`write the bot token (xoxb-…, OAuth & Permissions) into its LoadCredential= source (/etc/ackd/credentials/slack-bot-token in the packaged unit) and restart, or remove those routes (and [backfill] channels) from CONFIG`}},
 		{"no Web API route: an empty bot token is not set", logOnly, []string{"slack-bot-token", "forward-secret", "slack-client-secret", "token-key"}, true,
 			[]string{"not needed by this config: "}},
 		{"HTTP: an empty signing secret names Slack's requests and Socket Mode", logOnly, []string{"slack-signing-secret"}, false,
@@ -104,6 +107,19 @@ func TestEmptyCredentialFiles(t *testing.T) {
 			if tc.starts {
 				d := procServe(t, procServeOpts{Config: cfg, DB: db, Env: procEnv(env...)})
 				d.stop()
+				// What config check warned, serve's log says too.
+				log := norm.Replace(d.Stderr.String())
+				for _, w := range tc.want {
+					if w, ok := strings.CutPrefix(w, "warn  secrets"); ok || w == "" {
+						continue
+					}
+					if strings.HasPrefix(w, "not needed") {
+						continue
+					}
+					if !strings.Contains(strings.ReplaceAll(log, `\"`, `"`), w) {
+						t.Errorf("serve's log does not say\n  %s\n%s", w, log)
+					}
+				}
 				return
 			}
 			r := procRun(t, procEnv(env...), "serve", "--config", cfg, "--db", db, "--listen", procFreeAddr(t))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,6 +67,10 @@ func CheckConfig(ctx context.Context, cfg Config, sec Secrets, schema string) []
 
 	// What New refuses: the same function, so the two cannot disagree;
 	// every missing secret at once, one line each.
+	warned := cfg.secretWarnings(sec)
+	for _, name := range slices.Sorted(maps.Keys(warned)) {
+		add("secrets", CheckWarn, "%s", warned[name])
+	}
 	if problems := cfg.secretProblems(sec); len(problems) > 0 {
 		for _, err := range problems {
 			add("secrets", CheckFail, "%v", err)
@@ -80,7 +85,7 @@ func CheckConfig(ctx context.Context, cfg Config, sec Secrets, schema string) []
 		}
 		slices.Sort(have)
 		detail := "set: " + cmp.Or(strings.Join(have, ", "), "none")
-		if empty := sec.unusedEmpty(); len(empty) > 0 {
+		if empty := sec.unusedEmpty(warned); len(empty) > 0 {
 			// Not needed by this configuration: an empty credential
 			// file means "not set" (the documented install writes one
 			// for each feature the config does not use).

@@ -14,10 +14,14 @@ import (
 // with all of them and `ackd config check` lists all of them in one run.
 //
 // An empty credential file is "not set" (ReadSecret): the documented
-// install writes one for every feature the config does not use. It is an
-// error only where the configuration uses the secret — a feature that is
-// on — and then the error names the feature, the file, what to write into
-// it and how to turn the feature off instead.
+// install writes one for every feature the config does not use, and ackd
+// 0.1.0 read one so. Where "not set" is an error (a feature that is on and
+// cannot work without it: the signing secret for HTTP, [oauth]'s secrets,
+// redeliver's), the error names the feature, the file, what to write into
+// it and how to turn the feature off instead. Where "not set" is not an
+// error (the forward secret: forwards go unsigned; the bot token: its rows
+// wait for a process that has it), an empty file is not one either:
+// secretWarnings says so, naming the file.
 func (c Config) secretProblems(sec Secrets) []error {
 	var errs []error
 	if err := checkSocketSecrets(c, sec); err != nil {
@@ -43,25 +47,6 @@ func (c Config) secretProblems(sec Secrets) []error {
 			}
 		}
 	}
-	if c.OAuth == nil && sec.BotToken == "" && sec.EmptyFiles[sweep.CredBotToken] != "" {
-		// Unset, the token's rows wait for a process that has it (a
-		// warning, below in CheckConfig); an empty file where routes use
-		// it is a credential not yet written.
-		const write, off = "the bot token (xoxb-…, OAuth & Permissions)", "remove them from "
-		if what, n := c.routesWith(botTokenEffects()...); n > 0 {
-			errs = append(errs, sec.needs(sweep.CredBotToken, nil, what+plural(n, " calls", " call")+" Slack's Web API with it", write, off+c.file()))
-		}
-		if len(c.Backfill.Channels) > 0 {
-			errs = append(errs, sec.needs(sweep.CredBotToken, nil, "catch-up reads the history of [backfill] channels with it", write,
-				"empty [backfill] channels in "+c.file()+" (catch-up off)"))
-		}
-	}
-	if sec.ForwardSecret == "" && sec.EmptyFiles[sweep.CredForwardSecret] != "" {
-		if what, n := c.routesWith("forward"); n > 0 {
-			errs = append(errs, sec.needs(sweep.CredForwardSecret, nil, what+plural(n, " signs", " sign")+" each request with it (X-Ackd-Signature)",
-				"the secret your handler verifies", "remove the forward routes from "+c.file()))
-		}
-	}
 	if c.OAuth != nil {
 		if _, err := TokenKeys(sec); err != nil {
 			errs = append(errs, err)
@@ -71,6 +56,46 @@ func (c Config) secretProblems(sec Secrets) []error {
 		}
 	}
 	return errs
+}
+
+// secretWarnings are the empty credential files this configuration uses
+// where an unset secret is no error (see secretProblems): what each means,
+// keyed by the secret's name. serve logs them at start, config check lists
+// them.
+func (c Config) secretWarnings(sec Secrets) map[string]string {
+	out := map[string]string{}
+	if c.OAuth == nil && sec.BotToken == "" && sec.EmptyFiles[sweep.CredBotToken] != "" {
+		var uses []string
+		if what, n := c.routesWith(botTokenEffects()...); n > 0 {
+			uses = append(uses, what+plural(n, " calls", " call")+" Slack's Web API with it: those rows stay pending until a process that has the token performs them")
+		}
+		if len(c.Backfill.Channels) > 0 {
+			uses = append(uses, "catch-up reads the history of [backfill] channels with it: catch-up cannot read")
+		}
+		if len(uses) > 0 {
+			out[sweep.CredBotToken] = sec.emptyWarning(sweep.CredBotToken, strings.Join(uses, "; "),
+				"the bot token (xoxb-…, OAuth & Permissions)", "remove those routes (and [backfill] channels) from "+c.file())
+		}
+	}
+	if sec.ForwardSecret == "" && sec.EmptyFiles[sweep.CredForwardSecret] != "" {
+		if what, n := c.routesWith("forward"); n > 0 {
+			out[sweep.CredForwardSecret] = sec.emptyWarning(sweep.CredForwardSecret,
+				what+plural(n, " sends", " send")+" its requests unsigned (no X-Ackd-Signature), as with the secret not set and as ackd 0.1.0 did",
+				"the secret your handler verifies", "leave it empty if your handler checks no signature")
+		}
+	}
+	return out
+}
+
+// emptyWarning says that name's …_FILE is empty while the configuration
+// uses it, what that means, what to write and where, or what else to do.
+func (s Secrets) emptyWarning(name, means, write, other string) string {
+	file := s.EmptyFiles[name]
+	fix := "write " + write + " into it"
+	if s.CredentialsDir != "" && filepath.Dir(file) == filepath.Clean(s.CredentialsDir) {
+		fix = fmt.Sprintf("write %s into its LoadCredential= source (/etc/ackd/credentials/%s in the packaged unit) and restart", write, filepath.Base(file))
+	}
+	return fmt.Sprintf("%s_FILE names %s, which is empty: %s; %s, or %s", name, file, means, fix, other)
 }
 
 // clientSecretMissing is the error for [oauth] without SLACK_CLIENT_SECRET.
@@ -151,12 +176,15 @@ func (s Secrets) needs(name string, unset error, why, write, off string) error {
 }
 
 // unusedEmpty lists the secrets whose …_FILE names an empty file that this
-// configuration does not need (secretProblems found no problem with them):
+// configuration does not need (secretProblems found no problem with them,
+// and warned is what secretWarnings said of the others):
 // `ACKD_FORWARD_SECRET_FILE (empty)`, for config check's secrets line.
-func (s Secrets) unusedEmpty() []string {
+func (s Secrets) unusedEmpty(warned map[string]string) []string {
 	var out []string
 	for name := range s.EmptyFiles {
-		out = append(out, name+"_FILE (empty)")
+		if _, ok := warned[name]; !ok {
+			out = append(out, name+"_FILE (empty)")
+		}
 	}
 	slices.Sort(out)
 	return out

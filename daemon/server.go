@@ -357,6 +357,9 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
 	}
+	for _, w := range s.cfg.secretWarnings(s.opts.Secrets) {
+		s.log.Warn("secrets: " + w)
+	}
 	for _, w := range s.cfg.Warnings {
 		s.log.Warn("config: " + w)
 	}
