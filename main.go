@@ -426,6 +426,7 @@ func sweepCmd(g *globals) *cobra.Command {
 				}
 				log := g.logger()
 				ec := cfg.EffectConfig(sec, log, nil)
+				ec.Steps = st
 				svc, err := cfg.OAuthService(sec, st, log, nil, nil, nil)
 				if err != nil {
 					return err
@@ -1312,7 +1313,8 @@ func printRedacted(w io.Writer, doc []byte) {
 
 // redactSecrets hides, at any depth of a stored payload, what an operator's
 // screen does not need and must not leak: Slack's deprecated verification
-// token ("token") and every response_url, a bearer capability (anyone who
+// token ("token"), a workflow step's execution token ("bot_access_token",
+// sealed at rest, but not even its sealed form is shown) and every response_url, a bearer capability (anyone who
 // holds one can post to the user for 30 minutes). A URL keeps its scheme and
 // host, so that the operator still sees where it points.
 func redactSecrets(v any) {
@@ -1320,7 +1322,7 @@ func redactSecrets(v any) {
 	case map[string]any:
 		for k, e := range v {
 			switch s, isString := e.(string); {
-			case k == "token" && e != nil:
+			case (k == "token" || k == "bot_access_token") && e != nil:
 				v[k] = "(redacted)"
 			case k == "response_url" && isString && s != "":
 				v[k] = redactedURL(s)

@@ -72,13 +72,17 @@ func CheckConfig(ctx context.Context, cfg Config, sec Secrets, schema string) []
 	} else {
 		var have []string
 		for name, v := range map[string]string{"SLACK_SIGNING_SECRET": sec.SigningSecret, "SLACK_APP_TOKEN": sec.AppToken,
-			"SLACK_BOT_TOKEN": sec.BotToken, "ACKD_FORWARD_SECRET": sec.ForwardSecret, "ACKD_REDELIVER_SECRET": sec.RedeliverSecret} {
+			"SLACK_BOT_TOKEN": sec.BotToken, "ACKD_FORWARD_SECRET": sec.ForwardSecret, "ACKD_REDELIVER_SECRET": sec.RedeliverSecret,
+			"ACKD_TOKEN_KEY": sec.TokenKey} {
 			if v != "" {
 				have = append(have, name)
 			}
 		}
 		slices.Sort(have)
 		add("secrets", CheckOK, "set: %s", strings.Join(have, ", "))
+	}
+	if w := cfg.clearTokenWarning(sec); w != "" {
+		add("secrets", CheckWarn, "%s", w)
 	}
 	ec := cfg.EffectConfig(sec, nil, nil)
 	if cfg.OAuth != nil {

@@ -33,6 +33,9 @@ func (c Config) secretProblems(sec Secrets) []error {
 			errs = append(errs, fmt.Errorf("%s: effect redeliver signs each request for the app: set SLACK_SIGNING_SECRET or ACKD_REDELIVER_SECRET (or …_FILE)", what))
 		}
 	}
+	if err := c.stepSecretProblem(sec); err != nil {
+		errs = append(errs, err)
+	}
 	if c.OAuth != nil {
 		if _, err := TokenKeys(sec); err != nil {
 			errs = append(errs, err)
