@@ -139,7 +139,7 @@ func (e *effects) step(ctx context.Context, job Job) (Outcome, error) {
 		return s.complete(ctx, saved.Status, *saved.Reply, "the handler's reply was kept by an earlier attempt: only Slack was told again, the handler was not asked")
 	}
 	deadline := time.Duration(p.Params.DeadlineMS) * time.Millisecond
-	if p.Source == SourceEvent && deadline > 0 && elapsed(job.Row) >= deadline {
+	if p.Source == SourceEvent && deadline > 0 && elapsed(job) >= deadline {
 		return s.timeout(ctx, deadline, "the step's deadline had passed before this attempt, so the handler was not asked: ")
 	}
 
@@ -220,14 +220,17 @@ func (e *effects) stepContext(job Job) (stepCall, json.RawMessage, error) {
 	return s, env, nil
 }
 
-// elapsed is how long row has existed at least, on the store's clock
-// only: its latest claim began no earlier than its first claim and than
-// the due time the store stamped, and both were stamped by the same clock
-// as its creation.
-func elapsed(row store.Row) time.Duration {
+// elapsed is how long job's row has existed at least, on the store's
+// clock only: this attempt's claim (and its first claim, and the due time
+// the store stamped) came no earlier than the times it stands for, all
+// stamped by the clock that stamped its creation.
+func elapsed(job Job) time.Duration {
+	row := job.Row
 	seen := row.NextAttemptAt
-	if row.FirstClaimedAt.After(seen) {
-		seen = row.FirstClaimedAt
+	for _, t := range []time.Time{row.FirstClaimedAt, job.ClaimedAt} {
+		if t.After(seen) {
+			seen = t
+		}
 	}
 	return seen.Sub(row.CreatedAt)
 }
@@ -395,7 +398,7 @@ func overCode(err error) (string, bool) {
 func (e *effects) stepDeadline(ctx context.Context, job Job) (Outcome, error) {
 	p := job.Payload
 	deadline := time.Duration(p.Params.DeadlineMS) * time.Millisecond
-	if left := deadline - elapsed(job.Row); left > 0 {
+	if left := deadline - elapsed(job); left > 0 {
 		// Due early: a claim took the row's due time for one set by a
 		// clock that was ahead. Its own times say when it is due.
 		return Outcome{}, &Failure{Class: RateLimited, RetryAfter: left, Code: "not_due",
