@@ -408,10 +408,11 @@ func sweepCmd(g *globals) *cobra.Command {
 			"while the daemon runs (claims are disjoint). Effect failures are recorded on their rows.\n\n" +
 			"Rows whose effect needs a credential this process lacks are left alone (not claimed, or\n" +
 			"given back untouched): the Web API effects (post, react, update) need SLACK_BOT_TOKEN,\n" +
-			"a forward recorded by a daemon that signs needs ACKD_FORWARD_SECRET, and redeliver needs\n" +
-			"SLACK_SIGNING_SECRET (or ACKD_REDELIVER_SECRET). stderr names\n" +
-			"what was left. Exit status is non-zero when the database failed, or when the sweep\n" +
-			"performed nothing while rows are pending and a credential was missing.",
+			"a forward recorded by a daemon that signs needs ACKD_FORWARD_SECRET, redeliver needs\n" +
+			"SLACK_SIGNING_SECRET (or ACKD_REDELIVER_SECRET), and a workflow step (step, step_deadline,\n" +
+			"or any row whose stored request carries a sealed execution token) needs ACKD_TOKEN_KEY.\n" +
+			"stderr names what was left. Exit status is non-zero when the database failed, or when the\n" +
+			"sweep performed nothing while rows it left alone are due and a credential was missing.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !once {
@@ -472,14 +473,20 @@ func sweepCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if waiting := s.Pending - s.Leased; waiting > 0 {
+				// Rows due now that this process left alone: not those in
+				// backoff, nor a workflow step's deadline row, due later.
+				waiting := int64(res.Skipped)
+				for e := range skipsOf(sc.Skip, res) {
+					waiting += s.Due[e]
+				}
+				if waiting > 0 {
 					// The effects the routes name, as the line above said
 					// (all of them only when no route names any).
 					left := cfg.RoutedSkips(skipsOf(sc.Skip, res))
 					if len(left) == 0 {
 						left = skipsOf(sc.Skip, res)
 					}
-					return fmt.Errorf("sweep performed nothing while %d rows are pending: this process lacks a credential they may need (%s); run it with the daemon's credentials (README: Operating an installed unit)",
+					return fmt.Errorf("sweep performed nothing while %d rows are due: this process lacks a credential they may need (%s); run it with the daemon's credentials (README: Operating an installed unit)",
 						waiting, sweep.SkipSummary(left))
 				}
 				return nil
