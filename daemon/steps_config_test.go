@@ -2,6 +2,8 @@ package daemon_test
 
 import (
 	"context"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -64,6 +66,24 @@ func TestStepConfig(t *testing.T) {
 			if _, err := daemon.Parse([]byte(toml)); err != nil {
 				t.Errorf("%s\n→ %v", toml, err)
 			}
+		}
+	})
+
+	t.Run("the how-to page's config parses", func(t *testing.T) {
+		b, err := os.ReadFile("../docs/steps.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := regexp.MustCompile("(?s)```toml\n(.*?)```").FindAllStringSubmatch(string(b), -1)
+		if len(blocks) < 2 {
+			t.Fatalf("%d toml blocks in docs/steps.md", len(blocks))
+		}
+		cfg, err := daemon.Parse([]byte(blocks[0][1] + blocks[1][1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Routes) != 2 || len(cfg.Routes[0].Inputs) != 2 || cfg.Routes[0].Outputs["approver"].Type != "slack#/types/user_id" {
+			t.Fatalf("%+v", cfg.Routes)
 		}
 	})
 
