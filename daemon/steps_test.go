@@ -283,6 +283,38 @@ func testSteps(t *testing.T, engine string) {
 		})
 	})
 
+	t.Run("the token is sealed in the stored request and appears in no row", func(t *testing.T) {
+		e := startSteps(t, engine, "5m", "", daemon.Options{})
+		e.handler.Script(fakeslack.Response{Body: `{"outputs":{}}`})
+		exec, token := e.newExecution()
+		e.postEvent(fnEvent("EvSEAL", exec, "approve_request", token))
+		e.waitEnded(exec)
+		e.waitStatus(exec+":approve", "done")
+		if !strings.Contains(string(e.handler.Posts()[0].Body), token) {
+			t.Fatal("the handler did not get the token")
+		}
+		body := `CAST(body AS TEXT)`
+		if engine == "postgres" {
+			body = `encode(body, 'escape')`
+		}
+		if n := e.count(`SELECT count(*) FROM slack_requests WHERE `+body+` LIKE ?`, "%ackd-sealed-1.%"); n != 1 {
+			t.Fatalf("%d stored requests hold a sealed token, want 1", n)
+		}
+		secret := token[len(token)-16:]
+		for _, q := range []string{
+			`SELECT count(*) FROM slack_requests WHERE ` + body + ` LIKE ?`,
+			`SELECT count(*) FROM outbox WHERE payload LIKE ? OR coalesce(result, '') LIKE ? OR coalesce(note, '') LIKE ? OR coalesce(last_error, '') LIKE ?`,
+		} {
+			args := []any{"%" + secret + "%"}
+			for strings.Count(q, "?") > len(args) {
+				args = append(args, args[0])
+			}
+			if n := e.count(q, args...); n != 0 {
+				t.Errorf("%s: %d rows hold the token in clear", q, n)
+			}
+		}
+	})
+
 	t.Run("an error reply becomes completeError", func(t *testing.T) {
 		e := startSteps(t, engine, "5m", "", daemon.Options{})
 		e.handler.Script(fakeslack.Response{Body: `{"error":"the budget is spent"}`})
