@@ -443,7 +443,7 @@ func (c *Config) Validate() error {
 
 	errs = append(errs, c.validateBackfill(warn)...)
 	c.validateOAuth(bad)
-	c.validateSteps(bad)
+	c.validateSteps(bad, warn)
 
 	seen := map[string]int{}
 	for i := range c.Routes {

@@ -103,8 +103,30 @@ func sortedNames(m map[string]FunctionParam) []string {
 	return out
 }
 
-// validateSteps checks [steps].
-func (c *Config) validateSteps(bad func(string, ...any)) {
+// validateSteps checks [steps], and warns about two step routes that take
+// the same function: each would ask its handler and complete the step, and
+// Slack answers the second execution_not_in_running_state.
+func (c *Config) validateSteps(bad, warn func(string, ...any)) {
+	seen := map[string]string{}
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		if r.Effect != sweep.EffectStep || !r.functionRoute() {
+			continue
+		}
+		id := r.CallbackID
+		if id == "*" {
+			id = ""
+		}
+		for other, name := range seen {
+			if other == "" || id == "" || other == id {
+				warn("%s: route %q also completes %s: both handlers are asked, and Slack keeps the first completion", c.routeWhere(i), name, cmp.Or(id, other, "every function"))
+				break
+			}
+		}
+		if _, dup := seen[id]; !dup {
+			seen[id] = r.Name
+		}
+	}
 	d := c.Steps.Deadline.Duration
 	switch {
 	case d <= 0:

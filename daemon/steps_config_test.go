@@ -69,6 +69,16 @@ func TestStepConfig(t *testing.T) {
 		}
 	})
 
+	t.Run("two step routes on one function warn", func(t *testing.T) {
+		cfg, err := daemon.Parse([]byte(stepRoute + strings.Replace(stepRoute, `name        = "approve"`, `name        = "approve-again"`, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], `route "approve" also completes approve_request`) {
+			t.Fatalf("warnings %q", cfg.Warnings)
+		}
+	})
+
 	t.Run("the how-to page's config parses", func(t *testing.T) {
 		b, err := os.ReadFile("../docs/steps.md")
 		if err != nil {
