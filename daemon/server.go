@@ -214,9 +214,10 @@ func (c Config) forwardsToEvents() bool {
 }
 
 // EffectConfig maps configuration and secrets onto the effects'. The
-// caller sets Steps (the store) and, with [oauth], Tokens. Its History budget ([backfill] rate) serves a process that reads history for
-// post confirmation only (sweep --once); serve replaces it with the budget
-// it shares with catch-up.
+// caller sets Steps (the store) and, with [oauth], Tokens. Its History
+// budget ([backfill] rate) serves a process that reads history for post
+// confirmation only (sweep --once); serve replaces it with the budget it
+// shares with catch-up.
 func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) sweep.EffectConfig {
 	ec := sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
 		RedeliverSecret: cmp.Or(sec.RedeliverSecret, sec.SigningSecret), HTTPClient: hc, Logger: log,
