@@ -86,6 +86,7 @@ func benchCmd(g *globals) *cobra.Command {
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long to send")
 	f.Float64Var(&o.DupFraction, "dup-fraction", 0, "fraction of events also delivered as an immediate concurrent duplicate")
 	f.IntVar(&o.PayloadBytes, "payload", 0, "pad each body to about this many bytes")
+	f.StringVar(&o.Kind, "kind", slacksim.KindMessage, "inner event: message, or function_executed (a workflow step, callback_id bench_step; its execution id is the event id)")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.BoolVar(&noCheck, "no-check", false, "skip the database check (for a remote or database-less target)")
 	c.AddCommand(benchCompareCmd(g))

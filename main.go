@@ -422,10 +422,11 @@ func sweepCmd(g *globals) *cobra.Command {
 			"while the daemon runs (claims are disjoint). Effect failures are recorded on their rows.\n\n" +
 			"Rows whose effect needs a credential this process lacks are left alone (not claimed, or\n" +
 			"given back untouched): the Web API effects (post, react, update) need SLACK_BOT_TOKEN,\n" +
-			"a forward recorded by a daemon that signs needs ACKD_FORWARD_SECRET, and redeliver needs\n" +
-			"SLACK_SIGNING_SECRET (or ACKD_REDELIVER_SECRET). stderr names\n" +
-			"what was left. Exit status is non-zero when the database failed, or when the sweep\n" +
-			"performed nothing while rows are pending and a credential was missing.",
+			"a forward recorded by a daemon that signs needs ACKD_FORWARD_SECRET, redeliver needs\n" +
+			"SLACK_SIGNING_SECRET (or ACKD_REDELIVER_SECRET), and a workflow step (step, step_deadline,\n" +
+			"or any row whose stored request carries a sealed execution token) needs ACKD_TOKEN_KEY.\n" +
+			"stderr names what was left. Exit status is non-zero when the database failed, or when the\n" +
+			"sweep performed nothing while rows it left alone are due and a credential was missing.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !once {
@@ -440,6 +441,7 @@ func sweepCmd(g *globals) *cobra.Command {
 				}
 				log := g.logger()
 				ec := cfg.EffectConfig(sec, log, nil)
+				ec.Steps = st
 				svc, err := cfg.OAuthService(sec, st, log, nil, nil, nil)
 				if err != nil {
 					return err
@@ -485,14 +487,20 @@ func sweepCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if waiting := s.Pending - s.Leased; waiting > 0 {
+				// Rows due now that this process left alone: not those in
+				// backoff, nor a workflow step's deadline row, due later.
+				waiting := int64(res.Skipped)
+				for e := range skipsOf(sc.Skip, res) {
+					waiting += s.Due[e]
+				}
+				if waiting > 0 {
 					// The effects the routes name, as the line above said
 					// (all of them only when no route names any).
 					left := cfg.RoutedSkips(skipsOf(sc.Skip, res))
 					if len(left) == 0 {
 						left = skipsOf(sc.Skip, res)
 					}
-					return fmt.Errorf("sweep performed nothing while %d rows are pending: this process lacks a credential they may need (%s); run it with the daemon's credentials (docs/howto/operate.md)",
+					return fmt.Errorf("sweep performed nothing while %d rows are due: this process lacks a credential they may need (%s); run it with the daemon's credentials (docs/howto/operate.md)",
 						waiting, sweep.SkipSummary(left))
 				}
 				return nil
@@ -1326,7 +1334,8 @@ func printRedacted(w io.Writer, doc []byte) {
 
 // redactSecrets hides, at any depth of a stored payload, what an operator's
 // screen does not need and must not leak: Slack's deprecated verification
-// token ("token") and every response_url, a bearer capability (anyone who
+// token ("token"), a workflow step's execution token ("bot_access_token",
+// sealed at rest, but not even its sealed form is shown) and every response_url, a bearer capability (anyone who
 // holds one can post to the user for 30 minutes). A URL keeps its scheme and
 // host, so that the operator still sees where it points.
 func redactSecrets(v any) {
@@ -1334,7 +1343,7 @@ func redactSecrets(v any) {
 	case map[string]any:
 		for k, e := range v {
 			switch s, isString := e.(string); {
-			case k == "token" && e != nil:
+			case (k == "token" || k == "bot_access_token") && e != nil:
 				v[k] = "(redacted)"
 			case k == "response_url" && isString && s != "":
 				v[k] = redactedURL(s)

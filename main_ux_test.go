@@ -54,7 +54,7 @@ reaction = "eyes"
 		if r.Stdout != "claimed=0 done=0 retried=0 parked=0 fenced=0\n" {
 			t.Errorf("stdout %q, want nothing claimed", r.Stdout)
 		}
-		for _, want := range []string{"not claiming rows this process cannot perform: react (SLACK_BOT_TOKEN is not set)", "SLACK_BOT_TOKEN is not set", "performed nothing while 1 rows are pending"} {
+		for _, want := range []string{"not claiming rows this process cannot perform: react (SLACK_BOT_TOKEN is not set)", "SLACK_BOT_TOKEN is not set", "performed nothing while 1 rows are due"} {
 			if !strings.Contains(r.Stderr, want) {
 				t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
 			}

@@ -103,7 +103,7 @@ func prepareRoutes(routes []Route, sec Secrets) []Route {
 	routes = slices.Clone(routes)
 	for i := range routes {
 		r := &routes[i]
-		r.signed = r.Effect == "forward" && sec.ForwardSecret != ""
+		r.signed = (r.Effect == "forward" || r.Effect == sweep.EffectStep) && sec.ForwardSecret != ""
 		r.fromRequest = r.needsRequest()
 	}
 	return routes

@@ -78,7 +78,8 @@ func CheckConfig(ctx context.Context, cfg Config, sec Secrets, schema string) []
 	} else {
 		var have []string
 		for name, v := range map[string]string{"SLACK_SIGNING_SECRET": sec.SigningSecret, "SLACK_APP_TOKEN": sec.AppToken,
-			"SLACK_BOT_TOKEN": sec.BotToken, "ACKD_FORWARD_SECRET": sec.ForwardSecret, "ACKD_REDELIVER_SECRET": sec.RedeliverSecret} {
+			"SLACK_BOT_TOKEN": sec.BotToken, "ACKD_FORWARD_SECRET": sec.ForwardSecret, "ACKD_REDELIVER_SECRET": sec.RedeliverSecret,
+			"ACKD_TOKEN_KEY": sec.TokenKey} {
 			if v != "" {
 				have = append(have, name)
 			}
@@ -92,6 +93,9 @@ func CheckConfig(ctx context.Context, cfg Config, sec Secrets, schema string) []
 			detail += "; not needed by this config: " + strings.Join(empty, ", ")
 		}
 		add("secrets", CheckOK, "%s", detail)
+	}
+	if w := cfg.clearTokenWarning(sec); w != "" {
+		add("secrets", CheckWarn, "%s", w)
 	}
 	ec := cfg.EffectConfig(sec, nil, nil)
 	if cfg.OAuth != nil {

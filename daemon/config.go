@@ -62,6 +62,7 @@ type Config struct {
 	// token per installation. Absent, one workspace with SLACK_BOT_TOKEN.
 	OAuth     *OAuthConfig    `toml:"oauth"`
 	Redeliver RedeliverConfig `toml:"redeliver"`
+	Steps     StepsConfig     `toml:"steps"`
 	Routes    []Route         `toml:"route"`
 
 	// Source names where the config came from ("built-in defaults" or a path).
@@ -210,9 +211,16 @@ type Route struct {
 	Effect  string   `toml:"effect"`
 	Timeout Duration `toml:"timeout"`
 	AckText string   `toml:"ack_text"`
-	// Description says what a slash command does, in Slack's command list;
-	// `ackd manifest` writes it into the app manifest (command routes only).
+	// Description says what a slash command does, in Slack's command list,
+	// or what a workflow step does, in Workflow Builder; `ackd manifest`
+	// writes it into the app manifest (command and function routes only).
 	Description string `toml:"description"`
+	// Title, Inputs and Outputs declare a workflow step (a route with
+	// event = "function_executed" and its callback_id) for the app
+	// manifest: its name in Workflow Builder and its parameters (steps.go).
+	Title   string                   `toml:"title"`
+	Inputs  map[string]FunctionParam `toml:"inputs"`
+	Outputs map[string]FunctionParam `toml:"outputs"`
 
 	URL             string `toml:"url"`        // forward
 	ToChannel       string `toml:"to_channel"` // post/update: target channel (template); default the event's
@@ -224,7 +232,7 @@ type Route struct {
 	ResponseType    string `toml:"response_type"`
 	ReplaceOriginal bool   `toml:"replace_original"`
 
-	signed      bool               // forward: this daemon signs (ACKD_FORWARD_SECRET is set); recorded in the row
+	signed      bool               // forward, step: this daemon signs (ACKD_FORWARD_SECRET is set); recorded in the row
 	fromRequest bool               // its rows are performed from the stored request (needsRequest), set by New
 	ackTmpl     *template.Template // ack_text when it is a template, parsed and checked by Validate
 }
@@ -234,6 +242,8 @@ func (r *Route) source() string {
 	switch {
 	case r.Command != "":
 		return sweep.SourceCommand
+	case r.takesEvents():
+		return sweep.SourceEvent
 	case r.CallbackID != "" || r.ActionID != "":
 		return sweep.SourceInteraction
 	default:
@@ -242,7 +252,7 @@ func (r *Route) source() string {
 }
 
 // Effects ackd can perform.
-var knownEffects = []string{"forward", "post", "react", "update", "respond", "log", "redeliver"}
+var knownEffects = []string{"forward", "post", "react", "update", "respond", "log", "redeliver", sweep.EffectStep}
 
 // DefaultRouteName is the built-in dry-run route.
 const DefaultRouteName = "log-every-event"
@@ -273,6 +283,7 @@ func Default() Config {
 			UnknownText:   "Sorry, I could not confirm that this was recorded: it may still run. Check before trying again.",
 		},
 		Socket: SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
+		Steps:  StepsConfig{Deadline: Duration{DefaultStepDeadline}},
 		Backfill: BackfillConfig{OnStart: true, MaxAge: Duration{24 * time.Hour}, Rate: 20, Limit: 200,
 			Replies: true},
 		Routes:  []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
@@ -438,6 +449,7 @@ func (c *Config) Validate() error {
 
 	errs = append(errs, c.validateBackfill(warn)...)
 	c.validateOAuth(bad)
+	c.validateSteps(bad, warn)
 
 	seen := map[string]int{}
 	for i := range c.Routes {
@@ -481,18 +493,23 @@ func (c *Config) Validate() error {
 			warn("%s: reaction %q is not an emoji name such as \"eyes\" (or \":eyes:\"): Slack refuses it (invalid_name) and the route's rows park", where, r.Reaction)
 		}
 		triggers := 0
-		for _, t := range []string{r.Event + strings.Join(r.Events, ""), r.Command, r.CallbackID + r.ActionID} {
+		interaction := r.CallbackID + r.ActionID
+		if r.functionRoute() {
+			interaction = r.ActionID // callback_id names the function (steps.go)
+		}
+		for _, t := range []string{r.Event + strings.Join(r.Events, ""), r.Command, interaction} {
 			if t != "" {
 				triggers++
 			}
 		}
 		if triggers != 1 {
-			bad("%s: set exactly one of event (or events), command, or callback_id/action_id", where)
+			bad("%s: set exactly one of event (or events), command, or callback_id/action_id (callback_id goes with event only as event = \"function_executed\": the function's callback_id)", where)
 		}
+		c.validateStepRoute(r, where, bad)
 		if r.AckText != "" && r.Command == "" {
 			bad("%s: ack_text answers a slash command; this route matches no command", where)
 		}
-		if r.Description != "" && r.Command == "" {
+		if r.Description != "" && r.Command == "" && !r.functionRoute() {
 			bad("%s: description describes a slash command in the app manifest; this route matches no command", where)
 		}
 		if n := len([]rune(r.Description)); n > 2000 {
@@ -504,7 +521,7 @@ func (c *Config) Validate() error {
 			set     bool
 			effects []string
 		}{
-			"url":              {r.URL != "", []string{"forward", "redeliver"}},
+			"url":              {r.URL != "", []string{"forward", "redeliver", sweep.EffectStep}},
 			"reaction":         {r.Reaction != "", []string{"react"}},
 			"thread":           {r.Thread, []string{"post"}},
 			"ts":               {r.TS != "", []string{"update"}},
@@ -545,7 +562,7 @@ func (c *Config) Validate() error {
 				where, r.Timeout.Duration, c.Sweep.Lease.Duration)
 		}
 		switch r.Effect {
-		case "forward", "redeliver":
+		case "forward", "redeliver", sweep.EffectStep:
 			if r.URL == "" {
 				bad("%s: effect %s needs url", where, r.Effect)
 			}

@@ -43,7 +43,7 @@ func lintTOML(b []byte) error {
 					continue
 				}
 				t = t.Elem()
-			} else if t.Kind() != reflect.Struct {
+			} else if t.Kind() != reflect.Struct && t.Kind() != reflect.Map {
 				errs = append(errs, fmt.Errorf("line %d: [%s] is not a table: %s", line, strings.Join(path, "."), expected(t)))
 				table = nil
 				continue
@@ -120,6 +120,10 @@ func tomlFields(t reflect.Type) (names []string, types map[string]reflect.Type) 
 // known key.
 func walkKey(t reflect.Type, path []string, in string) (reflect.Type, error) {
 	for i, k := range path {
+		if t.Kind() == reflect.Map && deref(t.Elem()).Kind() == reflect.Struct {
+			t = deref(t.Elem()) // a table of named tables ([route.inputs.NAME]): k is a free name
+			continue
+		}
 		if t.Kind() == reflect.Map || t.Kind() == reflect.Interface {
 			return t, nil
 		}

@@ -49,6 +49,10 @@ type InnerEvent struct {
 	Text     string `json:"text"`
 	TS       string `json:"-"` // event.ts, or event.item.ts for reactions
 	ThreadTS string `json:"thread_ts"`
+	// ExecutionID and FunctionID are a function_executed event's
+	// function_execution_id and function.callback_id (a workflow step).
+	ExecutionID string `json:"function_execution_id"`
+	FunctionID  string `json:"-"`
 }
 
 // envelopeJSON is the wire shape ParseEnvelope decodes in one pass: the
@@ -79,6 +83,9 @@ type envelopeJSON struct {
 			Channel string `json:"channel"`
 			TS      string `json:"ts"`
 		} `json:"item"`
+		Function struct {
+			CallbackID string `json:"callback_id"`
+		} `json:"function"`
 	} `json:"event"`
 }
 
@@ -119,6 +126,7 @@ func ParseEnvelope(body []byte) (Envelope, error) {
 	in.Channel = jsonString(ev.Channel)
 	in.User = jsonString(ev.User)
 	in.TS = ev.TS
+	in.FunctionID = ev.Function.CallbackID
 	if in.Channel == "" {
 		in.Channel = ev.Item.Channel
 	}
@@ -131,6 +139,12 @@ func ParseEnvelope(body []byte) (Envelope, error) {
 			return Envelope{}, err
 		}
 		if err := checkID("event.ts", in.TS, false); err != nil {
+			return Envelope{}, err
+		}
+	}
+	if in.ExecutionID != "" {
+		// A step route keys its row by it.
+		if err := checkID("event.function_execution_id", in.ExecutionID, false); err != nil {
 			return Envelope{}, err
 		}
 	}
@@ -174,6 +188,7 @@ func (e Envelope) Facts() sweep.Facts {
 	return sweep.Facts{
 		EventID: e.EventID, Team: e.TeamID, User: e.Inner.User, Channel: e.Inner.Channel,
 		TS: e.Inner.TS, ThreadTS: e.Inner.ThreadTS, Text: e.Inner.Text,
+		ExecutionID: e.Inner.ExecutionID, CallbackID: e.Inner.FunctionID,
 	}
 }
 
@@ -253,6 +268,9 @@ type Interaction struct {
 	// interaction is for ([oauth]): see Install.
 	EnterpriseID      string
 	EnterpriseInstall bool
+	// ExecutionID is function_data.execution_id: the interaction happened
+	// inside a workflow step (its payload carries that step's token).
+	ExecutionID string
 
 	// identity holds what else tells two genuine interactions apart when
 	// there is no trigger_id (view_closed, block_suggestion): the view's id
@@ -326,6 +344,9 @@ func ParseInteraction(body []byte) (Interaction, error) {
 			Value    string `json:"value"`
 			ActionTS string `json:"action_ts"`
 		} `json:"actions"`
+		FunctionData struct {
+			ExecutionID string `json:"execution_id"`
+		} `json:"function_data"`
 	}
 	if err := json.Unmarshal([]byte(payload), &p); err != nil {
 		return Interaction{}, malformed("payload is not a JSON object: %v", err)
@@ -341,6 +362,7 @@ func ParseInteraction(body []byte) (Interaction, error) {
 		ResponseURL: p.ResponseURL, TeamID: p.Team.ID, UserID: p.User.ID, ChannelID: p.Channel.ID,
 		MessageTS: p.Message.TS, ThreadTS: p.Message.ThreadTS, ActionTS: p.ActionTS,
 		EnterpriseID: p.Enterprise.ID, EnterpriseInstall: p.IsEnterpriseInstall,
+		ExecutionID: p.FunctionData.ExecutionID,
 		identity: []string{p.View.ID, p.View.Hash, p.View.RootViewID, p.View.PreviousViewID,
 			strconv.FormatBool(p.IsCleared), p.APIAppID, p.Enterprise.ID, p.Channel.ID, p.Container.ChannelID,
 			p.ActionID, p.BlockID, p.Value},
@@ -414,6 +436,6 @@ func (ix Interaction) Facts(opID string, a Action) sweep.Facts {
 	return sweep.Facts{
 		EventID: opID, Type: ix.Type, Team: ix.TeamID, User: ix.UserID, Channel: ix.ChannelID, TS: ix.MessageTS,
 		ThreadTS: ix.ThreadTS, CallbackID: ix.CallbackID, ActionID: a.ActionID, Value: a.Value,
-		TriggerID: ix.TriggerID, ResponseURL: ix.ResponseURL,
+		TriggerID: ix.TriggerID, ResponseURL: ix.ResponseURL, ExecutionID: ix.ExecutionID,
 	}
 }

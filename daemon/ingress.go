@@ -262,6 +262,12 @@ func (s *Server) recordWith(ctx context.Context, req request, a answer, in store
 	commit func(context.Context, store.Intent) (bool, error)) answer {
 	a.routes = len(in.Rows)
 	in.ResolveBy = answerBy(req.start)
+	in, err := s.sealRequest(in)
+	if err != nil {
+		a.status, a.outcome, a.err = http.StatusInternalServerError, outcomeFailed, err
+		a.reason = "the request's execution token could not be sealed"
+		return a
+	}
 	first, err := commit(ctx, in)
 	switch {
 	case errors.Is(err, store.ErrCommitUnknown):

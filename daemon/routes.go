@@ -50,6 +50,17 @@ func (c *Config) eventRows(env Envelope) ([]store.NewRow, string, error) {
 		if !r.matchesEvent(in.Type) || (r.Channel != "" && r.Channel != in.Channel) {
 			continue
 		}
+		if r.functionRoute() {
+			if !r.matchesFunction(in.FunctionID) {
+				continue
+			}
+			fr, err := c.stepRows(r, env, facts)
+			if err != nil {
+				return nil, "", err
+			}
+			rows = append(rows, fr...)
+			continue
+		}
 		key := env.EventID + ":" + r.Name
 		// The message fact identifies a message, not a reaction to it: only
 		// message-like events share a row by it.
@@ -102,8 +113,11 @@ func (c *Config) interactionRoutes(ix Interaction) ([]*Route, []Action) {
 	var actions []Action
 	for i := range c.Routes {
 		r := &c.Routes[i]
-		if r.CallbackID == "" && r.ActionID == "" {
+		if (r.CallbackID == "" && r.ActionID == "") || r.takesEvents() {
 			continue
+		}
+		if r.Effect == sweep.EffectStep && ix.ExecutionID == "" {
+			continue // a step route takes interactions inside a step only
 		}
 		if (r.CallbackID != "" && r.CallbackID != "*" && r.CallbackID != ix.CallbackID) || (r.Channel != "" && r.Channel != ix.ChannelID) {
 			continue
@@ -132,10 +146,11 @@ func (c *Config) interactionRoutes(ix Interaction) ([]*Route, []Action) {
 // need it), and the sweep gets it back with the claimed row. The others
 // carry only the facts and parameters they are performed from.
 func (r *Route) row(key, source string, facts sweep.Facts) (store.NewRow, error) {
-	reqID := ""
-	if r.fromRequest {
-		reqID = facts.EventID
-	}
+	return r.rowOf(key, r.payload(source, facts))
+}
+
+// payload is the payload a route's row carries for one request.
+func (r *Route) payload(source string, facts sweep.Facts) sweep.Payload {
 	p := sweep.Payload{
 		Route:     r.Name,
 		Source:    source,
@@ -149,6 +164,15 @@ func (r *Route) row(key, source string, facts sweep.Facts) (store.NewRow, error)
 	if r.Blocks != "" {
 		p.Params.Blocks = json.RawMessage(r.Blocks)
 	}
+	return p
+}
+
+// rowOf is the route's row with payload p.
+func (r *Route) rowOf(key string, p sweep.Payload) (store.NewRow, error) {
+	reqID := ""
+	if r.fromRequest {
+		reqID = p.Facts.EventID
+	}
 	s, err := p.Encode()
 	if err != nil {
 		return store.NewRow{}, err
@@ -160,7 +184,7 @@ func (r *Route) row(key, source string, facts sweep.Facts) (store.NewRow, error)
 // request itself: redeliver sends its bytes, forward its envelope, and a
 // template naming .Event reads the inner event.
 func (r *Route) needsRequest() bool {
-	if r.Effect == "redeliver" || r.Effect == "forward" {
+	if r.Effect == "redeliver" || r.Effect == "forward" || r.Effect == sweep.EffectStep {
 		return true
 	}
 	for _, t := range []string{r.Text, r.ToChannel, r.TS} {

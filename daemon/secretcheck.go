@@ -47,6 +47,9 @@ func (c Config) secretProblems(sec Secrets) []error {
 			}
 		}
 	}
+	if err := c.stepSecretProblem(sec); err != nil {
+		errs = append(errs, err)
+	}
 	if c.OAuth != nil {
 		if _, err := TokenKeys(sec); err != nil {
 			errs = append(errs, err)

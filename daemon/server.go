@@ -33,6 +33,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ackd/ackd/internal/seal"
 	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/oauth"
 	"github.com/ackd/ackd/store"
@@ -112,6 +113,11 @@ type Server struct {
 	socket   *socketIngress // nil unless [socket_mode] enabled
 	marks    *markTracker   // nil unless catch-up has channels
 	oauth    *oauth.Service // nil without [oauth]
+	// sealer seals workflow steps' execution tokens in stored requests
+	// (ACKD_TOKEN_KEY; nil without it); clearTokens: one stored in clear
+	// was logged.
+	sealer      *seal.Keys
+	clearTokens atomic.Bool
 	// budget is this process's one pace of calls to Slack's history
 	// methods ([backfill] rate), shared by catch-up and anything else
 	// that reads history.
@@ -214,14 +220,16 @@ func (c Config) forwardsToEvents() bool {
 	return slices.ContainsFunc(c.Routes, func(r Route) bool { return r.Effect == "forward" && r.source() == sweep.SourceEvent })
 }
 
-// EffectConfig maps configuration and secrets onto the effects'. Its
-// History budget ([backfill] rate) serves a process that reads history for
-// post confirmation only (sweep --once); serve replaces it with the budget
-// it shares with catch-up.
+// EffectConfig maps configuration and secrets onto the effects'. The
+// caller sets Steps (the store) and, with [oauth], Tokens. Its History
+// budget ([backfill] rate) serves a process that reads history for post
+// confirmation only (sweep --once); serve replaces it with the budget it
+// shares with catch-up.
 func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) sweep.EffectConfig {
 	ec := sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
 		RedeliverSecret: cmp.Or(sec.RedeliverSecret, sec.SigningSecret), HTTPClient: hc, Logger: log,
-		NoConfirm: !c.Slack.ConfirmPosts, History: slackrate.New(c.Backfill.Rate)}
+		NoConfirm: !c.Slack.ConfirmPosts, History: slackrate.New(c.Backfill.Rate),
+		Sealer: StepSealer(sec), MaxAttempts: c.Sweep.MaxAttempts}
 	if c.OAuth != nil {
 		// Each row takes its team's token (EffectConfig.Tokens, set by the
 		// caller); SLACK_BOT_TOKEN is not used.
@@ -281,6 +289,8 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	ec := s.cfg.EffectConfig(s.opts.Secrets, s.opts.Logger, s.opts.HTTPClient)
 	ec.History = s.budget // catch-up and post confirmation share one pace of history reads
 	ec.OnConfirm = s.metrics.confirmed
+	ec.Steps = st
+	s.sealer = ec.Sealer
 	if s.oauth, err = s.cfg.OAuthService(s.opts.Secrets, st, s.opts.Logger, s.opts.HTTPClient, s.metrics.reg, s.refused); err != nil {
 		return err
 	}
@@ -361,6 +371,9 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		s.log.Warn("secrets: " + w)
 	}
 	for _, w := range s.cfg.Warnings {
+		s.log.Warn("config: " + w)
+	}
+	if w := s.cfg.clearTokenWarning(s.opts.Secrets); w != "" {
 		s.log.Warn("config: " + w)
 	}
 	var slowest time.Duration

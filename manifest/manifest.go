@@ -31,6 +31,28 @@ type Manifest struct {
 	Features           Features           `json:"features" yaml:"features"`
 	OAuthConfig        OAuthConfig        `json:"oauth_config" yaml:"oauth_config"`
 	Settings           Settings           `json:"settings" yaml:"settings"`
+	// Functions are the workflow steps the routes complete, by callback_id.
+	Functions map[string]Function `json:"functions,omitempty" yaml:"functions,omitempty"`
+}
+
+// Function is one workflow step (custom function) as the manifest
+// declares it: title is required; each parameter's key is its name
+// (slack-samples/bolt-js-custom-step-template manifest.json).
+type Function struct {
+	Title            string           `json:"title" yaml:"title"`
+	Description      string           `json:"description,omitempty" yaml:"description,omitempty"`
+	InputParameters  map[string]Param `json:"input_parameters" yaml:"input_parameters"`
+	OutputParameters map[string]Param `json:"output_parameters" yaml:"output_parameters"`
+}
+
+// Param is one input or output parameter of a function.
+type Param struct {
+	Type        string `json:"type" yaml:"type"`
+	Title       string `json:"title,omitempty" yaml:"title,omitempty"`
+	Description string `json:"description,omitempty" yaml:"description,omitempty"`
+	IsRequired  bool   `json:"is_required" yaml:"is_required"`
+	Hint        string `json:"hint,omitempty" yaml:"hint,omitempty"`
+	Name        string `json:"name" yaml:"name"`
 }
 
 // DisplayInformation: name is required, "Maximum length is 35 characters".
@@ -84,7 +106,11 @@ type Scopes struct {
 type Settings struct {
 	EventSubscriptions *EventSubscriptions `json:"event_subscriptions,omitempty" yaml:"event_subscriptions,omitempty"`
 	Interactivity      *Interactivity      `json:"interactivity,omitempty" yaml:"interactivity,omitempty"`
-	SocketModeEnabled  bool                `json:"socket_mode_enabled" yaml:"socket_mode_enabled"`
+	// OrgDeployEnabled: an app's functions appear in Workflow Builder only
+	// when it opts in to org-wide deployment and is installed at the org
+	// level (docs.slack.dev, "Custom functions for Bolt").
+	OrgDeployEnabled  bool `json:"org_deploy_enabled,omitempty" yaml:"org_deploy_enabled,omitempty"`
+	SocketModeEnabled bool `json:"socket_mode_enabled" yaml:"socket_mode_enabled"`
 }
 
 // EventSubscriptions: request_url is absent in Socket Mode.
@@ -211,8 +237,14 @@ func Build(cfg *daemon.Config, o Options) (Result, error) {
 		m.OAuthConfig.Scopes.User = slices.Clone(cfg.OAuth.UserScopes)
 	}
 	m.OAuthConfig.Scopes.Bot = b.sortedScopes()
-	if len(b.events) > 0 {
+	if len(b.events) > 0 || b.functionEvents {
+		// function_executed needs no subscription, but over HTTP it is
+		// sent to the events request URL all the same.
 		m.Settings.EventSubscriptions = &EventSubscriptions{RequestURL: endpoint("/slack/events"), BotEvents: sortedKeys(b.events)}
+	}
+	if len(b.functions) > 0 {
+		m.Functions = b.functions
+		m.Settings.OrgDeployEnabled = true
 	}
 	if b.interactive {
 		m.Settings.Interactivity = &Interactivity{IsEnabled: true, RequestURL: endpoint("/slack/interactivity")}
@@ -236,6 +268,11 @@ type builder struct {
 	commands    []SlashCommand
 	interactive bool
 	notes       []string
+	// functions are the workflow steps the routes declare; functionEvents:
+	// a route takes function_executed (steps.go).
+	functions      map[string]Function
+	declared       map[string]bool
+	functionEvents bool
 }
 
 func (b *builder) note(format string, a ...any) { b.notes = append(b.notes, fmt.Sprintf(format, a...)) }
@@ -290,6 +327,8 @@ func (b *builder) route(r *daemon.Route) error {
 			// Slack requires one; a route's description key sets it.
 			b.commands[i].Description = "Runs " + r.Command + " (ackd route " + r.Name + ")"
 		}
+	case r.Event == daemon.EventFunctionExecuted:
+		b.function(r)
 	case r.CallbackID != "" || r.ActionID != "":
 		source = sweep.SourceInteraction
 		b.interactive = true
@@ -338,6 +377,43 @@ func (b *builder) eventType(r *daemon.Route, ev string) {
 		}
 		b.scope(s...)
 	}
+}
+
+// function declares the workflow step a function_executed route names.
+// The event needs no subscription (SLACK_FACTS §11); Slack sends it to an
+// app that declares the function.
+func (b *builder) function(r *daemon.Route) {
+	b.functionEvents = true
+	if r.CallbackID == "" || r.CallbackID == "*" {
+		b.note("route %q takes every function (no callback_id): declare each of your steps in functions by hand, or give each its route with callback_id, title, inputs and outputs", r.Name)
+		return
+	}
+	f := Function{Title: r.Title, Description: r.Description, InputParameters: params(r.Inputs), OutputParameters: params(r.Outputs)}
+	if f.Title == "" {
+		f.Title = r.CallbackID
+	}
+	if b.functions == nil {
+		b.functions, b.declared = map[string]Function{}, map[string]bool{}
+	}
+	declares := r.Title != "" || r.Description != "" || len(r.Inputs)+len(r.Outputs) > 0
+	_, seen := b.functions[r.CallbackID]
+	switch {
+	case !seen || (declares && !b.declared[r.CallbackID]):
+		b.functions[r.CallbackID] = f
+		if declares {
+			b.declared[r.CallbackID] = true
+		}
+	case declares:
+		b.note("route %q declares function %s again: the manifest keeps the first declaration's title, inputs and outputs", r.Name, r.CallbackID)
+	}
+}
+
+func params(in map[string]daemon.FunctionParam) map[string]Param {
+	out := make(map[string]Param, len(in))
+	for name, p := range in {
+		out[name] = Param{Type: p.Type, Title: p.Title, Description: p.Description, IsRequired: p.Required, Hint: p.Hint, Name: name}
+	}
+	return out
 }
 
 func (b *builder) sortedScopes() []string { return sortedKeys(b.scopes) }

@@ -278,11 +278,21 @@ func TestEffectsCallOnlyWhatTheManifestGrants(t *testing.T) {
 		History: slackrate.New(6000)})
 	env := `{"type":"event_callback","event_id":"Ev1","event":{"type":"app_mention","channel":"C1","ts":"1.000001","text":"hi"}}`
 	for _, effect := range slices.Sorted(mapsKeys(reg)) {
+		step := effect == sweep.EffectStep || effect == sweep.EffectStepDeadline
 		for _, source := range []string{sweep.SourceEvent, sweep.SourceCommand} {
+			if step && source != sweep.SourceEvent {
+				continue // a step takes function_executed
+			}
 			t.Run(effect+"/"+source, func(t *testing.T) {
 				route := daemon.Route{Name: "r", Effect: effect, Text: "x", Reaction: "eyes", URL: hook.URL()}
-				switch source {
-				case sweep.SourceEvent:
+				env := env
+				switch {
+				case step:
+					route.Event, route.CallbackID = daemon.EventFunctionExecuted, "approve"
+					fake.AddExecution("Fx"+effect, "xwfp-"+effect)
+					env = `{"type":"event_callback","event_id":"Ev1","event":{"type":"function_executed","function_execution_id":"Fx` +
+						effect + `","bot_access_token":"xwfp-` + effect + `","function":{"callback_id":"approve"}}}`
+				case source == sweep.SourceEvent:
 					route.Event = "app_mention"
 				default:
 					route.Command = "/x"
@@ -295,7 +305,11 @@ func TestEffectsCallOnlyWhatTheManifestGrants(t *testing.T) {
 				}
 				granted := res.Manifest.OAuthConfig.Scopes.Bot
 				before := len(fake.Calls())
-				hook.Script(fakeslack.Response{Body: `{"text":"reply"}`})
+				reply := `{"text":"reply"}`
+				if step {
+					reply = `{"outputs":{}}`
+				}
+				hook.Script(fakeslack.Response{Body: reply})
 				p := sweep.Payload{Route: "r", Source: source,
 					Params: sweep.Params{Text: "x", Reaction: "eyes", URL: hook.URL(), ResponseURL: hook.URL(), Thread: true},
 					Facts:  sweep.Facts{EventID: "Ev1", Channel: "C1", TS: "1.000001", ResponseURL: hook.URL()}}
@@ -416,6 +430,87 @@ func TestManifestShapes(t *testing.T) {
 			t.Errorf("notes = %q, want %q", res.Notes, want)
 		}
 	})
+	t.Run("step routes declare their functions, with the inputs and outputs the config gives", func(t *testing.T) {
+		cfg := parse(t, `
+[[route]]
+name        = "approve"
+event       = "function_executed"
+callback_id = "approve_request"
+effect      = "step"
+url         = "http://127.0.0.1:8080/steps/approve"
+title       = "Approve a request"
+description = "Asks a manager to approve"
+[route.inputs.requester]
+type     = "slack#/types/user_id"
+title    = "Requester"
+required = true
+hint     = "Who asks"
+[route.inputs.amount]
+type = "integer"
+[route.outputs.approver]
+type        = "slack#/types/user_id"
+description = "Who approved"
+required    = true
+
+[[route]]
+name      = "approve-button"
+action_id = "approve"
+effect    = "step"
+url       = "http://127.0.0.1:8080/steps/button"
+
+[[route]]
+name   = "any-step"
+event  = "function_executed"
+effect = "log"
+`)
+		res, err := Build(cfg, Options{URL: testURL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := res.Manifest
+		f, ok := m.Functions["approve_request"]
+		if !ok || len(m.Functions) != 1 {
+			t.Fatalf("functions = %+v", m.Functions)
+		}
+		want := Function{Title: "Approve a request", Description: "Asks a manager to approve",
+			InputParameters: map[string]Param{
+				"requester": {Type: "slack#/types/user_id", Title: "Requester", IsRequired: true, Hint: "Who asks", Name: "requester"},
+				"amount":    {Type: "integer", Name: "amount"},
+			},
+			OutputParameters: map[string]Param{"approver": {Type: "slack#/types/user_id", Description: "Who approved", IsRequired: true, Name: "approver"}},
+		}
+		if fmt := fmtJSON(t, f); fmt != fmtJSON(t, want) {
+			t.Errorf("function = %s, want %s", fmt, fmtJSON(t, want))
+		}
+		if !m.Settings.OrgDeployEnabled {
+			t.Error("org_deploy_enabled is off: Workflow Builder shows an app's steps only when it is on")
+		}
+		es := m.Settings.EventSubscriptions
+		if es == nil || es.RequestURL != testURL+"/slack/events" || slices.Contains(es.BotEvents, "function_executed") {
+			t.Errorf("event_subscriptions = %+v: function_executed needs no subscription, but its request URL is the events one", es)
+		}
+		if m.Settings.Interactivity == nil || !m.Settings.Interactivity.IsEnabled {
+			t.Error("interactivity off with a step route on a button")
+		}
+		if len(m.OAuthConfig.Scopes.Bot) != 0 {
+			t.Errorf("scopes %v: a step's calls use the execution's token", m.OAuthConfig.Scopes.Bot)
+		}
+		if note := `route "any-step" takes every function (no callback_id): declare each of your steps in functions by hand, or give each its route with callback_id, title, inputs and outputs`; !slices.Contains(res.Notes, note) {
+			t.Errorf("notes %q", res.Notes)
+		}
+		y, err := res.YAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back map[string]any
+		if err := yaml.Unmarshal(y, &back); err != nil {
+			t.Fatal(err)
+		}
+		fns, _ := back["functions"].(map[string]any)
+		if _, ok := fns["approve_request"]; !ok {
+			t.Errorf("YAML has no functions.approve_request:\n%s", y)
+		}
+	})
 	t.Run("what the manifest cannot say is a note", func(t *testing.T) {
 		res, err := Build(parse(t, "[[route]]\nname=\"all\"\nevent=\"*\"\neffect=\"redeliver\"\nurl=\"http://127.0.0.1:1/x\"\n[[route]]\nname=\"c\"\ncommand=\"*\"\neffect=\"log\"\n"), Options{URL: testURL})
 		if err != nil {
@@ -431,6 +526,15 @@ func TestManifestShapes(t *testing.T) {
 			}
 		}
 	})
+}
+
+func fmtJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func TestCheckURL(t *testing.T) {

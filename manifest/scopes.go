@@ -1,5 +1,7 @@
 package manifest
 
+import "github.com/ackd/ackd/sweep"
+
 // Slack's facts behind the manifest: which bot scope each Web API method an
 // effect calls needs, and which scope each Events API subscription needs.
 // Each entry names its source; [read] marks a page whose stored copy was
@@ -70,6 +72,10 @@ var methodScopes = map[string][]string{
 	"conversations.history":       {historyScope},
 	"conversations.replies":       {historyScope},
 	"auth.test":                   nil,
+	// A workflow step's calls are made with the execution's own token
+	// (bot_access_token), which needs no scope of the app's.
+	"functions.completeSuccess": nil,
+	"functions.completeError":   nil,
 }
 
 // effectMethods says which Web API methods a route's rows call with the bot
@@ -85,6 +91,8 @@ var methodScopes = map[string][]string{
 //     it is a respond to the response_url, which needs no scope.
 //   - respond (response_url), log, redeliver (HTTP to the team's app): no
 //     Web API call by ackd.
+//   - step, step_deadline: functions.completeSuccess / completeError with
+//     the execution's own token, which needs no scope.
 func effectMethods(effect, source string, confirm bool) (methods []string, known bool) {
 	post := []string{"chat.postMessage"}
 	if confirm {
@@ -104,6 +112,10 @@ func effectMethods(effect, source string, confirm bool) (methods []string, known
 		return nil, true
 	case "respond", "log", "redeliver":
 		return nil, true
+	case sweep.EffectStep, sweep.EffectStepDeadline:
+		// functions.completeSuccess / completeError, with the execution's
+		// token (methodScopes: no bot scope).
+		return []string{"functions.completeSuccess", "functions.completeError"}, true
 	}
 	return nil, false
 }

@@ -1,12 +1,9 @@
 package oauth
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,19 +11,19 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ackd/ackd/internal/seal"
 )
 
 // KeySize is the length of ACKD_TOKEN_KEY once decoded: AES-256.
-const KeySize = 32
+const KeySize = seal.KeySize
 
-// sealVersion is the first byte of every sealed secret: AES-256-GCM, a
-// 12-byte random nonce, then the ciphertext and its tag.
-const sealVersion = 1
-
-// Keys seal and open installation secrets: Current seals, and opening
-// tries Current, then Old (ACKD_TOKEN_KEY_OLD, during a key rotation).
+// Keys seal and open installation secrets: the current key seals, and
+// opening tries it, then the old one (ACKD_TOKEN_KEY_OLD, during a key
+// rotation). The cipher is package seal's, shared with the sweep's
+// execution tokens.
 type Keys struct {
-	cur, old cipher.AEAD
+	sk *seal.Keys
 	// state signs install states: HMAC-SHA256 keyed by a key derived from
 	// the current key (never the sealing key itself).
 	state []byte
@@ -34,18 +31,7 @@ type Keys struct {
 
 // ParseKey decodes a base64 key of KeySize bytes (standard or URL
 // alphabet, padded or not). Its error never quotes the key.
-func ParseKey(name, s string) ([]byte, error) {
-	s = strings.TrimSpace(s)
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		if b, err := enc.DecodeString(s); err == nil {
-			if len(b) != KeySize {
-				return nil, fmt.Errorf("%s: %d bytes once decoded, want %d (make one with: head -c 32 /dev/urandom | base64)", name, len(b), KeySize)
-			}
-			return b, nil
-		}
-	}
-	return nil, fmt.Errorf("%s: not base64 (make one with: head -c 32 /dev/urandom | base64)", name)
-}
+func ParseKey(name, s string) ([]byte, error) { return seal.ParseKey(name, s) }
 
 // NewKeys makes Keys from a current key and an optional old one (nil).
 func NewKeys(cur, old []byte) (*Keys, error) {
@@ -54,36 +40,19 @@ func NewKeys(cur, old []byte) (*Keys, error) {
 	mac.Write([]byte("ackd oauth state v1"))
 	k.state = mac.Sum(nil)
 	var err error
-	if k.cur, err = gcm(cur); err != nil {
+	if k.sk, err = seal.New(cur, old); err != nil {
 		return nil, err
-	}
-	if old != nil {
-		if k.old, err = gcm(old); err != nil {
-			return nil, err
-		}
 	}
 	return k, nil
 }
 
-func gcm(key []byte) (cipher.AEAD, error) {
-	if len(key) != KeySize {
-		return nil, fmt.Errorf("token key: %d bytes, want %d", len(key), KeySize)
-	}
-	b, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(b)
-}
+// Sealer is the cipher under these keys, for the other secrets ackd seals
+// with ACKD_TOKEN_KEY (a workflow step's execution token).
+func (k *Keys) Sealer() *seal.Keys { return k.sk }
 
 // seal encrypts plain bound to aad (the installation key: a sealed secret
 // moved to another row does not open).
-func (k *Keys) seal(aad string, plain []byte) []byte {
-	nonce := make([]byte, k.cur.NonceSize())
-	_, _ = rand.Read(nonce) // crypto/rand never fails on Linux
-	out := append([]byte{sealVersion}, nonce...)
-	return k.cur.Seal(out, nonce, plain, []byte(aad))
-}
+func (k *Keys) seal(aad string, plain []byte) []byte { return k.sk.Seal(aad, plain) }
 
 // ErrSealed: a secret opened with neither key (a wrong ACKD_TOKEN_KEY, or
 // a row that was tampered with).
@@ -91,20 +60,11 @@ var ErrSealed = errors.New("installation secret does not open with ACKD_TOKEN_KE
 
 // open decrypts a sealed secret; old reports that it needed the old key.
 func (k *Keys) open(aad string, sealed []byte) (plain []byte, old bool, err error) {
-	n := k.cur.NonceSize()
-	if len(sealed) < 1+n || sealed[0] != sealVersion {
+	p, old, err := k.sk.Open(aad, sealed)
+	if err != nil {
 		return nil, false, ErrSealed
 	}
-	nonce, ct := sealed[1:1+n], sealed[1+n:]
-	if p, err := k.cur.Open(nil, nonce, ct, []byte(aad)); err == nil {
-		return p, false, nil
-	}
-	if k.old != nil {
-		if p, err := k.old.Open(nil, nonce, ct, []byte(aad)); err == nil {
-			return p, true, nil
-		}
-	}
-	return nil, false, ErrSealed
+	return p, old, nil
 }
 
 // Tokens is what an installation's sealed secret holds.

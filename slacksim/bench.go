@@ -81,7 +81,20 @@ type BenchOptions struct {
 	// the default is Slack-like random ids ("Ev" and 13 base-32 letters),
 	// which land all over the receipt and outbox key indexes as Slack's do.
 	SequentialIDs bool
+
+	// Kind is the inner event sent: KindMessage (the default) or
+	// KindFunctionExecuted, a workflow step (callback_id "bench_step",
+	// with an execution token) whose function_execution_id is the
+	// event's id, so that a step route's row, keyed by the execution,
+	// is found by the same "{event_id}:…" check as any other.
+	Kind string
 }
+
+// Event kinds a bench sends.
+const (
+	KindMessage          = "message"
+	KindFunctionExecuted = "function_executed"
+)
 
 // BenchResult is what a Bench run measured. Durations are time.Duration in
 // Go and milliseconds (float) in JSON.
@@ -299,6 +312,8 @@ func newBench(o BenchOptions) (*bench, error) {
 		return nil, fmt.Errorf("bench: timeout %v: want ≥ 0", o.Timeout)
 	case strings.ContainsAny(o.RunID, "\"\\") || strings.IndexFunc(o.RunID, func(r rune) bool { return r < 0x20 }) >= 0:
 		return nil, fmt.Errorf("bench: run id %q: must be plain text", o.RunID)
+	case o.Kind != "" && o.Kind != KindMessage && o.Kind != KindFunctionExecuted:
+		return nil, fmt.Errorf("bench: kind %q: want %s or %s", o.Kind, KindMessage, KindFunctionExecuted)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
@@ -342,7 +357,7 @@ func newBench(o BenchOptions) (*bench, error) {
 		}
 		b.client = &http.Client{Transport: b.ownTransport}
 	}
-	b.gen = &eventGen{run: o.RunID, sequential: o.SequentialIDs, key: idKey(o.RunID)}
+	b.gen = &eventGen{run: o.RunID, sequential: o.SequentialIDs, key: idKey(o.RunID), step: o.Kind == KindFunctionExecuted}
 	if o.PayloadBytes > 0 {
 		b.gen.pad = strings.Repeat("x", o.PayloadBytes)
 		b.gen.size = o.PayloadBytes
@@ -632,6 +647,7 @@ type eventGen struct {
 	startMicro int64
 	pad        string // PayloadBytes of padding to slice from
 	size       int    // target body size; 0 = natural
+	step       bool   // function_executed events (KindFunctionExecuted)
 	n          atomic.Int64
 }
 
@@ -684,7 +700,16 @@ func (g *eventGen) body(n int64) []byte {
 
 	prefix := `{"token":"bench","team_id":"TBENCH","api_app_id":"ABENCH","event":{"type":"message","channel":"CBENCH","channel_type":"channel","user":"UBENCH","ts":"` +
 		ts + `","event_ts":"` + ts + `","text":"bench event ` + strconv.FormatInt(n, 10)
-	suffix := `"},"type":"event_callback","event_id":"` + id + `","event_time":` + strconv.FormatInt(us/1e6, 10) +
+	inner := `"}`
+	if g.step {
+		// The execution is the event: its id keys the step row.
+		prefix = `{"token":"bench","team_id":"TBENCH","api_app_id":"ABENCH","event":{"type":"function_executed","function_execution_id":"` + id +
+			`","workflow_execution_id":"WfBENCH","bot_access_token":"xwfp-bench-` + id + `","event_ts":"` + ts +
+			`","function":{"id":"FnBENCH","callback_id":"bench_step","title":"Bench step","type":"app","app_id":"ABENCH"},"inputs":{"text":"bench event ` +
+			strconv.FormatInt(n, 10)
+		inner = `"}}`
+	}
+	suffix := inner + `,"type":"event_callback","event_id":"` + id + `","event_time":` + strconv.FormatInt(us/1e6, 10) +
 		`,"event_context":"EC-bench","authorizations":[{"enterprise_id":null,"team_id":"TBENCH","user_id":"UBENCHBOT","is_bot":true,"is_enterprise_install":false}],` +
 		`"is_ext_shared_channel":false,"context_team_id":"TBENCH","context_enterprise_id":null}`
 

@@ -301,6 +301,7 @@ func TestBenchRejectsBadOptions(t *testing.T) {
 		{"dup fraction above 1", func(o *BenchOptions) { o.DupFraction = 1.5 }},
 		{"payload above 1 MiB", func(o *BenchOptions) { o.PayloadBytes = maxBody + 1 }},
 		{"run id with a quote", func(o *BenchOptions) { o.RunID = `a"b` }},
+		{"an unknown kind", func(o *BenchOptions) { o.Kind = "function_execute" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -352,6 +353,35 @@ func TestEventBodies(t *testing.T) {
 		ev := g.next()
 		if len(ev.body) != 4096 || !json.Valid(ev.body) {
 			t.Errorf("len = %d valid = %v", len(ev.body), json.Valid(ev.body))
+		}
+	})
+
+	t.Run("function_executed bodies are workflow steps keyed by their event id, padded exactly too", func(t *testing.T) {
+		for _, size := range []int{0, 4096} {
+			g := &eventGen{run: "RUN", key: idKey("RUN"), step: true, startMicro: 1_700_000_000_000_000, size: size, pad: strings.Repeat("x", size)}
+			ev := g.next()
+			var env struct {
+				EventID string `json:"event_id"`
+				Event   struct {
+					Type        string `json:"type"`
+					ExecutionID string `json:"function_execution_id"`
+					Token       string `json:"bot_access_token"`
+					Function    struct {
+						CallbackID string `json:"callback_id"`
+					} `json:"function"`
+					Inputs map[string]string `json:"inputs"`
+				} `json:"event"`
+			}
+			if err := json.Unmarshal(ev.body, &env); err != nil {
+				t.Fatalf("%v\n%s", err, ev.body)
+			}
+			if env.Event.Type != "function_executed" || env.Event.ExecutionID != g.id(0) || env.EventID != g.id(0) ||
+				env.Event.Function.CallbackID != "bench_step" || !strings.HasPrefix(env.Event.Token, "xwfp-") || env.Event.Inputs["text"] == "" {
+				t.Errorf("body %s", ev.body)
+			}
+			if size > 0 && len(ev.body) != size {
+				t.Errorf("len = %d, want %d", len(ev.body), size)
+			}
 		}
 	})
 

@@ -106,6 +106,12 @@ type NewRow struct {
 	// RecordIntent honours it.
 	ClaimToken string
 	ClaimLease time.Duration
+	// Delay, when positive, makes the row first due Delay after the
+	// store's now (its created_at, on the store's clock) instead of at
+	// once: a timer, such as a workflow step's deadline. It must stay
+	// within the longest backoff: a claim takes a row due further ahead
+	// for one scheduled by a clock that was ahead, and makes it due now.
+	Delay time.Duration
 }
 
 // Intent is what an accepted Slack request commits before it is acked: one

@@ -101,6 +101,14 @@ type Store interface {
 	// Fail records a failed attempt if token still holds the row. Kind
 	// FailUnknown also marks the row OutcomeUnknown.
 	Fail(ctx context.Context, id int64, token string, kind FailKind, msg string, retryAfter time.Duration) (FailResult, error)
+	// SaveStepReply stores reply as the result of pending row id while
+	// token holds it, leaving everything else as it is: a workflow step's
+	// handler answered, and what it said is kept before Slack is told, so
+	// that a later attempt (after a failed or lost functions.complete*
+	// call, or a crash) repeats only that call instead of asking the
+	// handler again. Fail keeps it; Complete replaces it with the final
+	// result. held == false: the lease was lost and nothing was written.
+	SaveStepReply(ctx context.Context, id int64, token, reply string) (held bool, err error)
 
 	// Get and GetByKey return one row, with Row.Request filled in when the
 	// row names a stored request that is still there; ErrNotFound if none.

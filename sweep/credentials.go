@@ -34,6 +34,9 @@ func (s *Sweeper) Performs(cfg EffectConfig) []string {
 	if cfg.ForwardSecret != "" && slices.Contains(out, "forward") {
 		out = append(out, CapForwardSigned)
 	}
+	if cfg.Sealer != nil {
+		out = append(out, CapTokenKey)
+	}
 	slices.Sort(out)
 	return out
 }
@@ -44,7 +47,8 @@ var webAPIEffects = []string{"post", "react", "update"}
 // Unavailable names the effects this configuration cannot perform at all,
 // each with the reason: a process without SLACK_BOT_TOKEN cannot perform the
 // Web API effects, nor one without a signing secret (SLACK_SIGNING_SECRET or
-// ACKD_REDELIVER_SECRET) redeliver. A sweep must not claim such rows (it
+// ACKD_REDELIVER_SECRET) redeliver, nor one without ACKD_TOKEN_KEY a
+// workflow step (step, step_deadline). A sweep must not claim such rows (it
 // would only park them); it leaves them to a process that has the credential.
 //
 // forward is never unavailable as a whole: a row recorded by a daemon that
@@ -60,6 +64,11 @@ func (cfg EffectConfig) Unavailable() map[string]string {
 	}
 	if cfg.RedeliverSecret == "" {
 		out["redeliver"] = "neither " + CredSigningSecret + " nor ACKD_REDELIVER_SECRET is set"
+	}
+	if cfg.Sealer == nil {
+		// A step's execution token is sealed in its stored request.
+		out[EffectStep] = CredTokenKey + " is not set"
+		out[EffectStepDeadline] = CredTokenKey + " is not set"
 	}
 	return out
 }
@@ -110,6 +119,8 @@ func Needs(row store.Row) (capability, credential string) {
 		return row.Effect, CredBotToken + " (or [oauth] installations)"
 	case row.Effect == "redeliver":
 		return row.Effect, CredSigningSecret + " or ACKD_REDELIVER_SECRET"
+	case row.Effect == EffectStep || row.Effect == EffectStepDeadline:
+		return row.Effect, CredTokenKey
 	case row.Effect == "forward":
 		var p struct {
 			Params struct {

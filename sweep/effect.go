@@ -14,6 +14,9 @@ type Job struct {
 	Row     store.Row
 	Payload Payload
 	Attempt int // 1 for the first attempt: Row.Attempts + 1
+	// ClaimedAt is when this attempt's claim was stamped, on the store's
+	// clock (the lease's end less its length); zero when not known.
+	ClaimedAt time.Time
 }
 
 // Outcome is what a successful effect reports. Result is stored in

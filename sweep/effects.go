@@ -13,6 +13,7 @@ import (
 	"github.com/slack-go/slack"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/ackd/ackd/internal/seal"
 	"github.com/ackd/ackd/internal/slackclock"
 	"github.com/ackd/ackd/internal/slackrate"
 )
@@ -50,10 +51,24 @@ type EffectConfig struct {
 	// and gives the lookup's window Slack's clock (confirm.go); nil:
 	// Effects makes one over Now.
 	SlackClock *slackclock.Clock
+	// Sealer opens (and the daemon seals) workflow steps' execution tokens
+	// with ACKD_TOKEN_KEY (steptoken.go). nil: step and step_deadline rows
+	// are not claimed, and a row whose request carries a sealed token is
+	// given back.
+	Sealer *seal.Keys
+	// Steps is where a step keeps its handler's reply and where its
+	// deadline looks for it (step.go); nil: a reply is not kept (a retry
+	// asks the handler again) and a deadline always calls Slack.
+	Steps StepStore
+	// MaxAttempts is sweep.max_attempts, the store's: a step's last attempt
+	// ends the step with functions.completeError before the row parks
+	// (default 8).
+	MaxAttempts int
 }
 
 // Effects returns the performers for every effect a route can name: log,
-// post, react, update, forward, respond and redeliver. They share one Slack client with
+// post, react, update, forward, respond, redeliver and step (with
+// step_deadline, the timer a step row brings). They share one Slack client with
 // slack-go's own retries off: a failed attempt goes back to the outbox, which
 // reschedules it, rather than sleeping inside the call.
 func Effects(cfg EffectConfig) Registry {
@@ -66,6 +81,9 @@ func Effects(cfg EffectConfig) Registry {
 	}
 	if cfg.History == nil {
 		cfg.History = slackrate.New(DefaultHistoryRate)
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 8
 	}
 	apiURL := cfg.APIURL
 	if apiURL == "" {
@@ -85,13 +103,15 @@ func Effects(cfg EffectConfig) Registry {
 		e.api = slack.New(cfg.BotToken, slack.OptionAPIURL(apiURL), slack.OptionHTTPClient(cfg.HTTPClient))
 	}
 	return Registry{
-		"log":       LogEffect(cfg.Logger),
-		"post":      PerformerFunc(e.post),
-		"react":     PerformerFunc(e.react),
-		"update":    PerformerFunc(e.update),
-		"forward":   PerformerFunc(e.forward),
-		"respond":   PerformerFunc(e.respond),
-		"redeliver": PerformerFunc(e.redeliver),
+		"log":              LogEffect(cfg.Logger),
+		"post":             PerformerFunc(e.post),
+		"react":            PerformerFunc(e.react),
+		"update":           PerformerFunc(e.update),
+		"forward":          PerformerFunc(e.forward),
+		"respond":          PerformerFunc(e.respond),
+		"redeliver":        PerformerFunc(e.redeliver),
+		EffectStep:         PerformerFunc(e.step),
+		EffectStepDeadline: PerformerFunc(e.stepDeadline),
 	}
 }
 

@@ -354,13 +354,14 @@ func TestLogEffect(t *testing.T) {
 
 func TestRegistryNamesEveryEffect(t *testing.T) {
 	reg := Effects(EffectConfig{})
-	for _, name := range []string{"log", "post", "react", "update", "forward", "respond", "redeliver"} {
+	names := []string{"log", "post", "react", "update", "forward", "respond", "redeliver", "step", "step_deadline"}
+	for _, name := range names {
 		if reg[name] == nil {
 			t.Errorf("no performer for %q", name)
 		}
 	}
-	if len(reg) != 7 {
-		t.Errorf("registry has %d effects, want 7", len(reg))
+	if len(reg) != len(names) {
+		t.Errorf("registry has %d effects, want %d", len(reg), len(names))
 	}
 }
 

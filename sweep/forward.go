@@ -54,34 +54,13 @@ func (e *effects) forward(ctx context.Context, job Job) (Outcome, error) {
 		return Outcome{}, &Failure{Class: Unavailable, Code: "no_forward_secret", Needs: CapForwardSigned,
 			Err: errors.New(CredForwardSecret + " is not set; this row was recorded by a daemon that signs forwards")}
 	}
-	env := p.Raw
-	if !present(env) && job.Row.RequestID != "" {
-		// The row is performed from Slack's stored request, and it is gone
-		// (or does not parse): forwarding "null" would look like a success.
-		return Outcome{}, permanent("no_request", "forward: Slack's stored request (%q) is missing or unreadable; it cannot be forwarded", job.Row.RequestID)
-	}
-	if !present(env) {
-		env = json.RawMessage("null")
-	}
-	body, err := json.Marshal(forwardBody{
-		IdempotencyKey: job.Row.Key, Attempt: job.Attempt, Route: p.Route, Source: p.Source, Envelope: env,
-	})
+	env, err := e.openRaw(job, p.Raw)
 	if err != nil {
-		return Outcome{}, permanent("bad_payload", "forward: raw request is not JSON: %w", err)
+		return Outcome{}, err
 	}
-	ts := strconv.FormatInt(e.cfg.Now().Unix(), 10)
-	h := http.Header{}
-	h.Set(HeaderIdempotencyKey, job.Row.Key)
-	h.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
-	h.Set(HeaderTimestamp, ts)
-	if e.cfg.ForwardSecret != "" {
-		h.Set(HeaderSignature, slacksig.Sign(e.cfg.ForwardSecret, ts, body))
-	}
-
-	e.log.DebugContext(ctx, "forward", "key", job.Row.Key, "attempt", job.Attempt, "route", p.Route)
-	resp, err := e.postJSON(ctx, p.Params.URL, body, h)
+	resp, err := e.toHandler(ctx, job, env)
 	if err != nil {
-		return Outcome{}, Classify(err)
+		return Outcome{}, err
 	}
 	if resp.status < 200 || resp.status > 299 {
 		return Outcome{}, resp.failure(e.cfg.Now())
@@ -101,6 +80,44 @@ func (e *effects) forward(ctx context.Context, job Job) (Outcome, error) {
 		return o, nil
 	}
 	return result(res), nil
+}
+
+// toHandler POSTs the request (env: the envelope, command form or
+// interaction payload, tokens opened) to the route's URL as a forward
+// does: wrapped in forwardBody, signed when the secret is set, with the
+// row's key as Idempotency-Key and the attempt number. An error is a
+// classified failure: no reply came.
+func (e *effects) toHandler(ctx context.Context, job Job, env json.RawMessage) (httpResponse, error) {
+	p := job.Payload
+	if !present(env) && job.Row.RequestID != "" {
+		// The row is performed from Slack's stored request, and it is gone
+		// (or does not parse): forwarding "null" would look like a success.
+		return httpResponse{}, permanent("no_request", "%s: Slack's stored request (%q) is missing or unreadable; it cannot be forwarded", job.Row.Effect, job.Row.RequestID)
+	}
+	if !present(env) {
+		env = json.RawMessage("null")
+	}
+	body, err := json.Marshal(forwardBody{
+		IdempotencyKey: job.Row.Key, Attempt: job.Attempt, Route: p.Route, Source: p.Source, Envelope: env,
+	})
+	if err != nil {
+		return httpResponse{}, permanent("bad_payload", "%s: raw request is not JSON: %w", job.Row.Effect, err)
+	}
+	ts := strconv.FormatInt(e.cfg.Now().Unix(), 10)
+	h := http.Header{}
+	h.Set(HeaderIdempotencyKey, job.Row.Key)
+	h.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
+	h.Set(HeaderTimestamp, ts)
+	if e.cfg.ForwardSecret != "" {
+		h.Set(HeaderSignature, slacksig.Sign(e.cfg.ForwardSecret, ts, body))
+	}
+
+	e.log.DebugContext(ctx, job.Row.Effect, "key", job.Row.Key, "attempt", job.Attempt, "route", p.Route)
+	resp, err := e.postJSON(ctx, p.Params.URL, body, h)
+	if err != nil {
+		return httpResponse{}, Classify(err)
+	}
+	return resp, nil
 }
 
 // followUp turns a handler's reply into the row that delivers it. ok is false

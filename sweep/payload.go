@@ -51,6 +51,12 @@ type Params struct {
 	ResponseType    string          `json:"response_type,omitempty"` // respond: "ephemeral" | "in_channel"
 	ReplaceOriginal bool            `json:"replace_original,omitempty"`
 	Literal         bool            `json:"literal,omitempty"` // Text/Channel/TS are plain strings, not templates
+	// DeadlineMS (step, step_deadline): [steps] deadline when the row was
+	// recorded; the step ends with functions.completeError once this long
+	// has passed since then, on the store's clock.
+	DeadlineMS int64 `json:"deadline_ms,omitempty"`
+	// StepKey (step_deadline): the key of the step row whose deadline this is.
+	StepKey string `json:"step_key,omitempty"`
 }
 
 // Facts are what ackd extracted from the Slack request at ack time.
@@ -76,6 +82,9 @@ type Facts struct {
 	TriggerID   string          `json:"trigger_id,omitempty"`
 	ResponseURL string          `json:"response_url,omitempty"`
 	Event       json.RawMessage `json:"event,omitempty"` // the raw inner event (Events API)
+	// ExecutionID is a workflow step's function_execution_id: the event's,
+	// or an interaction's function_data.execution_id (step.go).
+	ExecutionID string `json:"execution_id,omitempty"`
 }
 
 // RequestRaw is Payload.Raw of a row performed from Slack's stored request

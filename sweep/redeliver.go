@@ -62,7 +62,10 @@ func (e *effects) redeliver(ctx context.Context, job Job) (Outcome, error) {
 		return Outcome{}, permanent("no_signing_secret",
 			"redeliver: neither ACKD_REDELIVER_SECRET nor SLACK_SIGNING_SECRET is set in this process; the app could not verify the request")
 	}
-	req := job.Row.Request
+	req, err := e.openRequest(job)
+	if err != nil {
+		return Outcome{}, err
+	}
 	switch {
 	case req == nil:
 		return Outcome{}, permanent("no_request", "redeliver: Slack's stored request (%q) is missing; it cannot be re-delivered", job.Row.RequestID)

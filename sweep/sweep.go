@@ -303,6 +303,11 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 		}
 	}()
 	job := Job{Row: row, Attempt: row.Attempts + 1}
+	if !row.ClaimExpiresAt.IsZero() && c != nil {
+		// A sweep's own claim stamped now+Lease; an inline attempt's row
+		// was written leased for another length.
+		job.ClaimedAt = row.ClaimExpiresAt.Add(-s.cfg.Lease)
+	}
 	var effErr error
 	var out Outcome
 	p, decErr := DecodePayload(row.Payload)

@@ -1,5 +1,6 @@
 // Package fakeslack is a small stand-in for Slack in tests: a Web API server
-// (chat.postMessage, chat.update, reactions.add), its Socket Mode side
+// (chat.postMessage, chat.update, reactions.add, and a workflow step's
+// functions.completeSuccess / completeError, functions.go), its Socket Mode side
 // (apps.connections.open and a real WebSocket server, see Socket), and a
 // recording endpoint for response_url and forward targets, all on 127.0.0.1.
 //
@@ -113,6 +114,8 @@ type Server struct {
 	offset  time.Duration  // SetClockOffset: the fake's clock minus the host's
 
 	oauth *oauthState // oauth.go: client credentials, issued tokens; nil until used
+
+	execs map[string]*Execution // functions.go: workflow step executions, by id
 }
 
 // New starts a Web API server that accepts token and stops it when the test ends.
@@ -233,11 +236,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if t, ok := strings.CutPrefix(c.Auth, "Bearer "); ok {
 		c.Token = t
 	}
+	if functionsMethod(c.Method) {
+		readJSONParams(r, c.Params) // functions.go: slack-go sends these as JSON
+	}
 
 	s.mu.Lock()
 	s.calls = append(s.calls, c)
 	resp, scripted := s.next(c.Method)
 	tokenErr := s.tokenError(c.Token)
+	if functionsMethod(c.Method) && s.execToken(c.Token) {
+		tokenErr = "" // an execution's own token: completeFunction checks it
+	}
 	w.Header().Set("Date", s.nowLocked().UTC().Format(http.TimeFormat))
 	s.mu.Unlock()
 
@@ -292,6 +301,8 @@ func (s *Server) envelope(c Call) any {
 		}
 	case "reactions.add":
 		return map[string]any{"ok": true}
+	case "functions.completeSuccess", "functions.completeError":
+		return s.completeFunction(c)
 	case "conversations.history", "conversations.replies":
 		return s.historyPage(c.Method, p)
 	case "oauth.v2.access":

@@ -21,11 +21,12 @@ const (
 		ON CONFLICT (event_id) DO NOTHING`
 	// $5 request_id, $6 claim token, $7 lease (ms): NULL unless the row
 	// names a stored request / is written already claimed (an inline
-	// attempt). A duplicate key leaves the existing row untouched.
+	// attempt); $8 how long after now it is first due (ms, NewRow.Delay).
+	// A duplicate key leaves the existing row untouched.
 	insertRow = `WITH ` + clockCTE + `
 		INSERT INTO outbox (idempotency_key, effect, payload, next_attempt_at, created_at,
 		                    request_id, claim_token, claim_expires_at, claim_lease_ms)
-		SELECT $2, $3, $4, now, now, $5, $6, CASE WHEN $6::text IS NULL THEN NULL ELSE now + $7::bigint END,
+		SELECT $2, $3, $4, now + $8::bigint, now, $5, $6, CASE WHEN $6::text IS NULL THEN NULL ELSE now + $7::bigint END,
 		       CASE WHEN $6::text IS NULL THEN NULL ELSE $7::bigint END FROM clock
 		ON CONFLICT (idempotency_key) DO NOTHING`
 	insertRequest = `WITH ` + clockCTE + `
@@ -212,6 +213,6 @@ func queueRows(b *pgx.Batch, off int64, rows []store.NewRow) {
 		if r.ClaimToken != "" {
 			token = &r.ClaimToken
 		}
-		b.Queue(insertRow, off, r.Key, r.Effect, r.Payload, reqID, token, r.ClaimLease.Milliseconds())
+		b.Queue(insertRow, off, r.Key, r.Effect, r.Payload, reqID, token, r.ClaimLease.Milliseconds(), max(r.Delay.Milliseconds(), 0))
 	}
 }

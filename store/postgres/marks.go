@@ -61,7 +61,7 @@ func recordRecovered(ctx context.Context, tx pgx.Tx, off int64, rec store.Recove
 			if r.RequestID != "" {
 				reqID = &r.RequestID
 			}
-			tag, err := tx.Exec(ctx, insertRow, off, r.Key, r.Effect, r.Payload, reqID, (*string)(nil), int64(0))
+			tag, err := tx.Exec(ctx, insertRow, off, r.Key, r.Effect, r.Payload, reqID, (*string)(nil), int64(0), max(r.Delay.Milliseconds(), 0))
 			if err != nil {
 				return 0, fmt.Errorf("insert outbox row %s: %w", r.Key, err)
 			}

@@ -132,7 +132,11 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows []NewRow, now i
 		if r.ClaimToken != "" {
 			token, expires, length = r.ClaimToken, now+r.ClaimLease.Milliseconds(), r.ClaimLease.Milliseconds()
 		}
-		if _, err := st.ExecContext(ctx, r.Key, r.Effect, r.Payload, now, now, reqID, token, expires, length); err != nil {
+		due := now
+		if r.Delay > 0 {
+			due += r.Delay.Milliseconds()
+		}
+		if _, err := st.ExecContext(ctx, r.Key, r.Effect, r.Payload, due, now, reqID, token, expires, length); err != nil {
 			return fmt.Errorf("insert outbox row %s: %w", r.Key, err)
 		}
 	}

@@ -13,8 +13,8 @@
 // inspection calls, the instances table, installations (fenced secret
 // updates, oauth states used once with their installation, uninstalls in
 // their receipt's transaction and judged against the install, named leases,
-// parking an installation's rows), and catch-up's marks and recovered
-// messages.
+// parking an installation's rows), catch-up's marks and recovered
+// messages, and workflow steps (delayed rows, a reply saved under the fence).
 //
 // Time. SQLite judges leases on the process's clock (store.Options.Now);
 // PostgreSQL on the database's. The suite controls time through DB: Now is
@@ -79,6 +79,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("Installations", func(t *testing.T) { testInstallations(t, newDB) })
 	t.Run("OpenModes", func(t *testing.T) { testOpenModes(t, newDB) })
 	t.Run("Marks", func(t *testing.T) { testMarks(t, newDB) })
+	t.Run("Steps", func(t *testing.T) { testSteps(t, newDB) })
 }
 
 var ctx = context.Background()
