@@ -80,13 +80,13 @@ func TestStepConfig(t *testing.T) {
 	})
 
 	t.Run("the how-to page's config parses", func(t *testing.T) {
-		b, err := os.ReadFile("../docs/steps.md")
+		b, err := os.ReadFile("../docs/howto/workflow-steps.md")
 		if err != nil {
 			t.Fatal(err)
 		}
 		blocks := regexp.MustCompile("(?s)```toml\n(.*?)```").FindAllStringSubmatch(string(b), -1)
 		if len(blocks) < 2 {
-			t.Fatalf("%d toml blocks in docs/steps.md", len(blocks))
+			t.Fatalf("%d toml blocks in docs/howto/workflow-steps.md", len(blocks))
 		}
 		cfg, err := daemon.Parse([]byte(blocks[0][1] + blocks[1][1]))
 		if err != nil {

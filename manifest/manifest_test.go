@@ -200,13 +200,24 @@ func checkManifest(t *testing.T, form string, cfg *daemon.Config, doc map[string
 			if r.Command != "*" {
 				commands[r.Command] = true
 			}
-		case r.CallbackID != "" || r.ActionID != "":
+		case (r.CallbackID != "" || r.ActionID != "") && r.Event == "" && len(r.Events) == 0:
+			// A function_executed route's callback_id is its function's,
+			// not an interaction's.
 			source = sweep.SourceInteraction
 			interactive = true
 		default:
 			for _, ev := range append([]string{r.Event}, r.Events...) {
 				switch ev {
 				case "", "*":
+				case "function_executed":
+					// Needs no subscription (Slack's function_executed
+					// reference, SLACK_FACTS §11): the step is declared
+					// under functions, by its callback_id.
+					if r.CallbackID != "" && r.CallbackID != "*" {
+						if get("functions", r.CallbackID) == nil {
+							errorf("functions lack %s (route %s)", r.CallbackID, r.Name)
+						}
+					}
 				case "message":
 					needEvent(why, wantMessageEvents...)
 					needScope(why, wantEventScopes[ev]...)
