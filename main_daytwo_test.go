@@ -26,7 +26,9 @@ func TestServeRefusesTypos(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fwd := procWriteConfig(t, dir, "fwd.toml", "[[route]]\nname = \"fwd\"\nevent = \"app_mention\"\neffect = \"forward\"\nurl = \"http://127.0.0.1:9/\"\n")
+	// An empty forward secret file starts with a warning (it is "not set",
+	// main_credentials_test.go); a step route cannot work without its key.
+	step := procWriteConfig(t, dir, "step.toml", "[[route]]\nname = \"st\"\nevent = \"function_executed\"\neffect = \"step\"\nurl = \"http://127.0.0.1:9/\"\n")
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -35,8 +37,8 @@ func TestServeRefusesTypos(t *testing.T) {
 	}{
 		{"an empty SLACK_SIGNING_SECRET_FILE", []string{"SLACK_SIGNING_SECRET=", "SLACK_SIGNING_SECRET_FILE=" + empty}, "",
 			"SLACK_SIGNING_SECRET_FILE names " + empty + ", which is empty"},
-		{"an empty forward secret file with a forward route", []string{"ACKD_FORWARD_SECRET_FILE=" + empty}, fwd,
-			"ACKD_FORWARD_SECRET_FILE names " + empty + ", which is empty"},
+		{"an empty token key file with a step route", []string{"ACKD_TOKEN_KEY=", "ACKD_TOKEN_KEY_FILE=" + empty}, step,
+			`route "st": effect step seals each workflow step's execution token with ACKD_TOKEN_KEY`},
 		{"an unknown key", nil, procWriteConfig(t, dir, "key.toml", "[sweep]\nintervl = \"5s\"\n"),
 			`line 2: unknown key "sweep.intervl": did you mean "interval"?`},
 		{"a number in quotes", nil, procWriteConfig(t, dir, "batch.toml", "[sweep]\nbatch = \"100\"\n"),

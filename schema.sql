@@ -395,3 +395,13 @@ SELECT id,
 -- Slack's clock) is older changes nothing: it is a retry, or a late first
 -- delivery, of an uninstall that came before this installation.
 ALTER TABLE ackd_installations ADD COLUMN slack_installed_at INTEGER NOT NULL DEFAULT 0;
+
+-- migrate: 12
+-- cost: in place: adds a nullable column, reads no row
+
+-- What a stream row (an agent's answer streamed into Slack) has done so
+-- far: the text received and the messages it is shown in (JSON written by
+-- sweep/stream.go), saved as it goes under the row's claim token, so that
+-- the attempt after a crash or a lost lease finishes the same messages
+-- instead of posting the answer again. NULL for every other effect.
+ALTER TABLE outbox ADD COLUMN progress TEXT;

@@ -97,13 +97,13 @@ func (c *Config) validateBackfill(warn func(format string, a ...any)) []error {
 }
 
 // prepareRoutes decides once what each route's rows carry: whether a
-// forward is signed (ACKD_FORWARD_SECRET is set) and whether the row is
+// forward (or a stream's question to its agent) is signed (ACKD_FORWARD_SECRET is set) and whether the row is
 // performed from the stored request.
 func prepareRoutes(routes []Route, sec Secrets) []Route {
 	routes = slices.Clone(routes)
 	for i := range routes {
 		r := &routes[i]
-		r.signed = (r.Effect == "forward" || r.Effect == sweep.EffectStep) && sec.ForwardSecret != ""
+		r.signed = (r.Effect == "forward" || r.Effect == sweep.EffectStep || r.Effect == "stream") && sec.ForwardSecret != ""
 		r.fromRequest = r.needsRequest()
 	}
 	return routes

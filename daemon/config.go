@@ -63,6 +63,7 @@ type Config struct {
 	OAuth     *OAuthConfig    `toml:"oauth"`
 	Redeliver RedeliverConfig `toml:"redeliver"`
 	Steps     StepsConfig     `toml:"steps"`
+	Stream    StreamConfig    `toml:"stream"`
 	Routes    []Route         `toml:"route"`
 
 	// Source names where the config came from ("built-in defaults" or a path).
@@ -196,6 +197,26 @@ type RedeliverConfig struct {
 	Passthrough []string `toml:"passthrough"`
 }
 
+// StreamConfig is [stream]: what stream routes (an agent's answer streamed
+// into the thread, sweep/stream.go) say besides the agent's text.
+type StreamConfig struct {
+	// Status is set in the thread before the agent is asked.
+	Status string `toml:"status"`
+	// FailedText, when set, is posted in the thread when a row parks
+	// before any of its answer was shown; empty (the default): nothing.
+	FailedText string `toml:"failed_text"`
+	// MaxChars: the longest answer shown; a longer one is cut with a note.
+	MaxChars int `toml:"max_chars"`
+}
+
+// streamEvents are the event types a stream route answers: a message (a
+// mention, a DM or a thread message) or an assistant thread.
+var streamEvents = []string{"app_mention", "message", "assistant_thread_started"}
+
+// maxStreamChars bounds [stream] max_chars: 200,000 characters are 17
+// messages of Slack's 12,000.
+const maxStreamChars = 200_000
+
 // Route turns matching requests into one outbox row each.
 type Route struct {
 	Name string `toml:"name"`
@@ -252,7 +273,7 @@ func (r *Route) source() string {
 }
 
 // Effects ackd can perform.
-var knownEffects = []string{"forward", "post", "react", "update", "respond", "log", "redeliver", sweep.EffectStep}
+var knownEffects = []string{"forward", "post", "react", "update", "respond", "log", "redeliver", sweep.EffectStep, "stream"}
 
 // DefaultRouteName is the built-in dry-run route.
 const DefaultRouteName = "log-every-event"
@@ -284,6 +305,7 @@ func Default() Config {
 		},
 		Socket: SocketConfig{Connections: 2, Silence: Duration{30 * time.Second}},
 		Steps:  StepsConfig{Deadline: Duration{DefaultStepDeadline}},
+		Stream: StreamConfig{Status: sweep.DefaultStreamStatus, MaxChars: sweep.DefaultStreamMaxChars},
 		Backfill: BackfillConfig{OnStart: true, MaxAge: Duration{24 * time.Hour}, Rate: 20, Limit: 200,
 			Replies: true},
 		Routes:  []Route{{Name: DefaultRouteName, Event: "*", Effect: "log"}},
@@ -447,6 +469,13 @@ func (c *Config) Validate() error {
 		c.Warnings = append(c.Warnings, w)
 	}
 
+	if strings.TrimSpace(c.Stream.Status) == "" {
+		bad("stream.status: empty; it is the status shown in the thread while the agent works (default %q)", sweep.DefaultStreamStatus)
+	}
+	if n := c.Stream.MaxChars; n < 1 || n > maxStreamChars {
+		bad("stream.max_chars: %d must be between 1 and %d", n, maxStreamChars)
+	}
+
 	errs = append(errs, c.validateBackfill(warn)...)
 	c.validateOAuth(bad)
 	c.validateSteps(bad, warn)
@@ -521,7 +550,7 @@ func (c *Config) Validate() error {
 			set     bool
 			effects []string
 		}{
-			"url":              {r.URL != "", []string{"forward", "redeliver", sweep.EffectStep}},
+			"url":              {r.URL != "", []string{"forward", "redeliver", sweep.EffectStep, "stream"}},
 			"reaction":         {r.Reaction != "", []string{"react"}},
 			"thread":           {r.Thread, []string{"post"}},
 			"ts":               {r.TS != "", []string{"update"}},
@@ -553,6 +582,11 @@ func (c *Config) Validate() error {
 		}
 		if r.Timeout.Duration == 0 {
 			r.Timeout.Duration = 10 * time.Second
+			if r.Effect == "stream" {
+				// An agent's answer takes longer than a post: 5m, or half
+				// a shorter lease.
+				r.Timeout.Duration = min(sweep.DefaultStreamTimeout, c.Sweep.Lease.Duration/2)
+			}
 		}
 		if r.Timeout.Duration < 0 {
 			bad("%s: timeout %s must be positive", where, r.Timeout.Duration)
@@ -562,7 +596,7 @@ func (c *Config) Validate() error {
 				where, r.Timeout.Duration, c.Sweep.Lease.Duration)
 		}
 		switch r.Effect {
-		case "forward", "redeliver", sweep.EffectStep:
+		case "forward", "redeliver", sweep.EffectStep, "stream":
 			if r.URL == "" {
 				bad("%s: effect %s needs url", where, r.Effect)
 			}
@@ -573,6 +607,15 @@ func (c *Config) Validate() error {
 		case "post", "update", "respond":
 			if r.Text == "" && r.Blocks == "" {
 				bad("%s: effect %s needs text or blocks", where, r.Effect)
+			}
+		}
+		if r.Effect == "stream" {
+			evs := append([]string{r.Event}, r.Events...)
+			if r.Event == "" && len(r.Events) == 0 {
+				evs = nil
+			}
+			if len(evs) == 0 || slices.ContainsFunc(evs, func(ev string) bool { return ev != "" && !slices.Contains(streamEvents, ev) }) {
+				bad("%s: effect stream answers in a thread: use it with event or events among %s", where, strings.Join(streamEvents, ", "))
 			}
 		}
 		if r.Effect == "respond" && (r.Event != "" || len(r.Events) > 0) {

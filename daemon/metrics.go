@@ -38,6 +38,8 @@ type metrics struct {
 	recovered   *prometheus.CounterVec // outcome
 	rateWaits   *prometheus.CounterVec // method, reason
 	rateWaitSec *prometheus.CounterVec // method, reason
+
+	stream *streamMetrics // metrics_stream.go
 }
 
 func newMetrics(st store.Store, every time.Duration) *metrics {
@@ -124,6 +126,7 @@ func newMetrics(st store.Store, every time.Duration) *metrics {
 		}, func() float64 { return float64(st.BusyErrors()) }),
 		&queueCollector{st: st},
 	)
+	m.stream = newStreamMetrics(m.reg)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.page = newCached(every, 5*time.Second, func(context.Context) (metricsPage, error) { return m.render() })
 	return m

@@ -17,7 +17,7 @@ func TestDaemonRecordsWhatItPerforms(t *testing.T) {
 		want string
 	}{
 		{"with the bot token and forward secret", daemon.Secrets{BotToken: "xoxb-1", ForwardSecret: "fwd"},
-			"forward " + sweep.CapForwardSigned + " log post react redeliver respond update"},
+			"forward " + sweep.CapForwardSigned + " log post react redeliver respond stream update"},
 		{"without them", daemon.Secrets{}, "forward log redeliver respond"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -181,10 +181,10 @@ func (r *Route) rowOf(key string, p sweep.Payload) (store.NewRow, error) {
 }
 
 // needsRequest reports whether the route's rows are performed from Slack's
-// request itself: redeliver sends its bytes, forward its envelope, and a
+// request itself: redeliver sends its bytes, forward and stream its envelope, and a
 // template naming .Event reads the inner event.
 func (r *Route) needsRequest() bool {
-	if r.Effect == "redeliver" || r.Effect == "forward" || r.Effect == sweep.EffectStep {
+	if r.Effect == "redeliver" || r.Effect == "forward" || r.Effect == sweep.EffectStep || r.Effect == "stream" {
 		return true
 	}
 	for _, t := range []string{r.Text, r.ToChannel, r.TS} {

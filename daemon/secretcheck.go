@@ -81,7 +81,7 @@ func (c Config) secretWarnings(sec Secrets) map[string]string {
 		}
 	}
 	if sec.ForwardSecret == "" && sec.EmptyFiles[sweep.CredForwardSecret] != "" {
-		if what, n := c.routesWith("forward"); n > 0 {
+		if what, n := c.routesWith("forward", "step", "stream"); n > 0 {
 			out[sweep.CredForwardSecret] = sec.emptyWarning(sweep.CredForwardSecret,
 				what+plural(n, " sends", " send")+" its requests unsigned (no X-Ackd-Signature), as with the secret not set and as ackd 0.1.0 did",
 				"the secret your handler verifies", "leave it empty if your handler checks no signature")

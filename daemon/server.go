@@ -229,7 +229,9 @@ func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) swe
 	ec := sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
 		RedeliverSecret: cmp.Or(sec.RedeliverSecret, sec.SigningSecret), HTTPClient: hc, Logger: log,
 		NoConfirm: !c.Slack.ConfirmPosts, History: slackrate.New(c.Backfill.Rate),
-		Sealer: StepSealer(sec), MaxAttempts: c.Sweep.MaxAttempts}
+		Sealer:      StepSealer(sec),
+		Stream:      sweep.StreamConfig{Status: c.Stream.Status, FailedText: c.Stream.FailedText, MaxChars: c.Stream.MaxChars},
+		MaxAttempts: c.Sweep.MaxAttempts}
 	if c.OAuth != nil {
 		// Each row takes its team's token (EffectConfig.Tokens, set by the
 		// caller); SLACK_BOT_TOKEN is not used.
@@ -291,6 +293,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	ec.OnConfirm = s.metrics.confirmed
 	ec.Steps = st
 	s.sealer = ec.Sealer
+	ec.StreamObserver = s.metrics.stream
 	if s.oauth, err = s.cfg.OAuthService(s.opts.Secrets, st, s.opts.Logger, s.opts.HTTPClient, s.metrics.reg, s.refused); err != nil {
 		return err
 	}

@@ -125,14 +125,28 @@ func TestFaults(t *testing.T) {
 	// busy_timeout, or than its claim's deadline (half the lease), for it
 	// fails, as documented, and its rows come back at lease expiry. Any
 	// other failure of the database is a finding.
-	busyInStall := 0
+	//
+	// Outside a stall, a claim that waited out its deadline behind the
+	// daemon's own writes (a machine of 2 cores running -race and other
+	// packages' tests at once) gave up having claimed nothing, which is the
+	// same documented outcome: tolerated while most runs still get through,
+	// so that the hand-run sweep keeps racing the daemon in this test.
+	busyInStall, busyUnderLoad := 0, 0
 	for _, f := range sweeps.failures {
 		locked := strings.Contains(f.Msg, "database is locked") || strings.Contains(f.Msg, "no answer from the database within")
 		if locked && stalledWithin(r.injected(), f.Start, f.End) {
 			busyInStall++
 			continue
 		}
+		if locked && strings.Contains(f.Msg, "nothing was claimed") && strings.Contains(f.Msg, "claimed=0 done=0") {
+			busyUnderLoad++
+			t.Logf("ackd sweep --once gave up waiting for the write lock outside a stall (nothing claimed): %s", f.Msg)
+			continue
+		}
 		t.Errorf("ackd sweep --once failed: %s", f.Msg)
+	}
+	if busyUnderLoad*4 > sweeps.runs {
+		t.Errorf("%d of %d hand-run sweeps gave up waiting for the write lock outside a stall: the daemon holds it too long", busyUnderLoad, sweeps.runs)
 	}
 
 	st := collect(t, dbh, r.logs(), r.injected(), player, fwd, slack, reactScript, postScript)

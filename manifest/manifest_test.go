@@ -86,11 +86,14 @@ var (
 		"post":   {"chat:write"},      // chat.postMessage
 		"update": {"chat:write"},      // chat.update
 		"react":  {"reactions:write"}, // reactions.add
+		"stream": {"chat:write"},      // assistant.threads.setStatus, chat.startStream…, chat.update, chat.delete
 	}
 	wantEventScopes = map[string][]string{
 		"app_mention":    {"app_mentions:read"},
 		"reaction_added": {"reactions:read"},
-		"message":        {"channels:history", "groups:history", "im:history", "mpim:history"},
+		// docs.slack.dev/reference/events/assistant_thread_started: assistant:write.
+		"assistant_thread_started": {"assistant:write"},
+		"message":                  {"channels:history", "groups:history", "im:history", "mpim:history"},
 	}
 	wantMessageEvents = []string{"message.channels", "message.groups", "message.im", "message.mpim"}
 	historyScopes     = []string{"channels:history", "groups:history", "im:history", "mpim:history"}

@@ -62,6 +62,16 @@ const historyScope = "*:history"
 //     conversation's type — docs.slack.dev/reference/methods/conversations.history,
 //     docs.slack.dev/reference/scopes/channels.history [read].
 //   - auth.test: no scope — docs.slack.dev/reference/methods/auth.test.
+//   - chat.startStream, chat.appendStream, chat.stopStream: chat:write —
+//     docs.slack.dev/reference/methods/chat.startStream (changelog 2025-10-07,
+//     SLACK_FACTS §11 "Streaming messages") [unchecked].
+//   - chat.delete: chat:write (an app deletes its own messages) —
+//     docs.slack.dev/reference/methods/chat.delete [unchecked].
+//   - assistant.threads.setStatus takes chat:write or assistant:write
+//     (SLACK_FACTS §11 "Agents", changelog 2026-03-05; slack-go's
+//     SetAssistantThreadsStatus says assistant:write is being deprecated in
+//     favour of chat:write). assistant:write comes with the
+//     assistant_thread_started subscription (eventScopes).
 //
 // A new effect adds its methods here and in effectMethods.
 var methodScopes = map[string][]string{
@@ -76,12 +86,15 @@ var methodScopes = map[string][]string{
 	// (bot_access_token), which needs no scope of the app's.
 	"functions.completeSuccess": nil,
 	"functions.completeError":   nil,
+	"chat.startStream":          {"chat:write"},
+	"chat.appendStream":         {"chat:write"},
+	"chat.stopStream":           {"chat:write"},
+	"chat.delete":               {"chat:write"},
 }
 
 // effectMethods says which Web API methods a route's rows call with the bot
 // token. It is the one place an effect declares what it needs from Slack:
-// a new effect (stream: assistant.threads.setStatus, chat.startStream …)
-// adds a case here and its methods to methodScopes.
+// a new effect adds a case here and its methods to methodScopes.
 //   - post: chat.postMessage; before a repeat after an unknown outcome,
 //     conversations.history or .replies look for the earlier post
 //     ([slack] confirm_posts, sweep/confirm.go).
@@ -93,6 +106,11 @@ var methodScopes = map[string][]string{
 //     Web API call by ackd.
 //   - step, step_deadline: functions.completeSuccess / completeError with
 //     the execution's own token, which needs no scope.
+//   - stream (sweep/stream.go): assistant.threads.setStatus; the streaming
+//     methods; chat.update and chat.delete to finish an answer in the
+//     messages an earlier attempt started; chat.postMessage for a JSON
+//     answer (a post row, with its confirmation) and for what a recovered
+//     answer adds.
 func effectMethods(effect, source string, confirm bool) (methods []string, known bool) {
 	post := []string{"chat.postMessage"}
 	if confirm {
@@ -116,6 +134,9 @@ func effectMethods(effect, source string, confirm bool) (methods []string, known
 		// functions.completeSuccess / completeError, with the execution's
 		// token (methodScopes: no bot scope).
 		return []string{"functions.completeSuccess", "functions.completeError"}, true
+	case "stream":
+		return append([]string{"assistant.threads.setStatus", "chat.startStream", "chat.appendStream",
+			"chat.stopStream", "chat.update", "chat.delete"}, post...), true
 	}
 	return nil, false
 }

@@ -42,7 +42,7 @@ func (s *Sweeper) Performs(cfg EffectConfig) []string {
 }
 
 // webAPIEffects call the Slack Web API and need a bot token.
-var webAPIEffects = []string{"post", "react", "update"}
+var webAPIEffects = []string{"post", "react", "update", "stream"}
 
 // Unavailable names the effects this configuration cannot perform at all,
 // each with the reason: a process without SLACK_BOT_TOKEN cannot perform the

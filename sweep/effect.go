@@ -17,6 +17,21 @@ type Job struct {
 	// ClaimedAt is when this attempt's claim was stamped, on the store's
 	// clock (the lease's end less its length); zero when not known.
 	ClaimedAt time.Time
+	// Progress keeps what this attempt has done so far in the row, fenced
+	// by its claim token (store.Store.SaveProgress): an effect that works
+	// for long (a stream) saves there what the next attempt needs to
+	// finish it. A sweep always sets it; nil when a performer is called
+	// directly (a test).
+	Progress Progress
+}
+
+// Progress is one claimed row's saved progress (see Job.Progress).
+type Progress interface {
+	// Load returns what the row's attempts saved last ("" when nothing).
+	Load(ctx context.Context) (string, error)
+	// Save replaces it if the claim still holds the row; held == false:
+	// the lease was lost and nothing was written.
+	Save(ctx context.Context, progress string) (held bool, err error)
 }
 
 // Outcome is what a successful effect reports. Result is stored in

@@ -60,15 +60,21 @@ type EffectConfig struct {
 	// deadline looks for it (step.go); nil: a reply is not kept (a retry
 	// asks the handler again) and a deadline always calls Slack.
 	Steps StepStore
+	// Stream is [stream]: the status, the apology, the longest answer of
+	// stream rows (stream.go).
+	Stream StreamConfig
+	// StreamObserver, when set, is told what streams do (metrics).
+	StreamObserver StreamObserver
 	// MaxAttempts is sweep.max_attempts, the store's: a step's last attempt
-	// ends the step with functions.completeError before the row parks
-	// (default 8).
+	// ends the step with functions.completeError before the row parks, and
+	// a stream row whose agent fails on its last attempt clears its status
+	// first (default 8).
 	MaxAttempts int
 }
 
 // Effects returns the performers for every effect a route can name: log,
-// post, react, update, forward, respond, redeliver and step (with
-// step_deadline, the timer a step row brings). They share one Slack client with
+// post, react, update, forward, respond, redeliver, step (with
+// step_deadline, the timer a step row brings) and stream. They share one Slack client with
 // slack-go's own retries off: a failed attempt goes back to the outbox, which
 // reschedules it, rather than sleeping inside the call.
 func Effects(cfg EffectConfig) Registry {
@@ -112,6 +118,7 @@ func Effects(cfg EffectConfig) Registry {
 		"redeliver":        PerformerFunc(e.redeliver),
 		EffectStep:         PerformerFunc(e.step),
 		EffectStepDeadline: PerformerFunc(e.stepDeadline),
+		"stream":           PerformerFunc(e.stream),
 	}
 }
 

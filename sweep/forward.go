@@ -48,12 +48,6 @@ func (e *effects) forward(ctx context.Context, job Job) (Outcome, error) {
 	if p.Params.URL == "" {
 		return Outcome{}, permanent("no_url", "forward: the route names no url")
 	}
-	if p.Params.Signed && e.cfg.ForwardSecret == "" {
-		// The handler expects a signature; an unsigned request would be
-		// refused and the row parked. Leave it for a process that can sign.
-		return Outcome{}, &Failure{Class: Unavailable, Code: "no_forward_secret", Needs: CapForwardSigned,
-			Err: errors.New(CredForwardSecret + " is not set; this row was recorded by a daemon that signs forwards")}
-	}
 	env, err := e.openRaw(job, p.Raw)
 	if err != nil {
 		return Outcome{}, err
@@ -83,37 +77,15 @@ func (e *effects) forward(ctx context.Context, job Job) (Outcome, error) {
 }
 
 // toHandler POSTs the request (env: the envelope, command form or
-// interaction payload, tokens opened) to the route's URL as a forward
-// does: wrapped in forwardBody, signed when the secret is set, with the
-// row's key as Idempotency-Key and the attempt number. An error is a
-// classified failure: no reply came.
+// interaction payload, tokens opened) to the route's URL as a forward does
+// (forwardRequest). An error is a classified failure: no reply came.
 func (e *effects) toHandler(ctx context.Context, job Job, env json.RawMessage) (httpResponse, error) {
-	p := job.Payload
-	if !present(env) && job.Row.RequestID != "" {
-		// The row is performed from Slack's stored request, and it is gone
-		// (or does not parse): forwarding "null" would look like a success.
-		return httpResponse{}, permanent("no_request", "%s: Slack's stored request (%q) is missing or unreadable; it cannot be forwarded", job.Row.Effect, job.Row.RequestID)
-	}
-	if !present(env) {
-		env = json.RawMessage("null")
-	}
-	body, err := json.Marshal(forwardBody{
-		IdempotencyKey: job.Row.Key, Attempt: job.Attempt, Route: p.Route, Source: p.Source, Envelope: env,
-	})
+	body, h, err := e.forwardRequest(job, env)
 	if err != nil {
-		return httpResponse{}, permanent("bad_payload", "%s: raw request is not JSON: %w", job.Row.Effect, err)
+		return httpResponse{}, err
 	}
-	ts := strconv.FormatInt(e.cfg.Now().Unix(), 10)
-	h := http.Header{}
-	h.Set(HeaderIdempotencyKey, job.Row.Key)
-	h.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
-	h.Set(HeaderTimestamp, ts)
-	if e.cfg.ForwardSecret != "" {
-		h.Set(HeaderSignature, slacksig.Sign(e.cfg.ForwardSecret, ts, body))
-	}
-
-	e.log.DebugContext(ctx, job.Row.Effect, "key", job.Row.Key, "attempt", job.Attempt, "route", p.Route)
-	resp, err := e.postJSON(ctx, p.Params.URL, body, h)
+	e.log.DebugContext(ctx, job.Row.Effect, "key", job.Row.Key, "attempt", job.Attempt, "route", job.Payload.Route)
+	resp, err := e.postJSON(ctx, job.Payload.Params.URL, body, h)
 	if err != nil {
 		return httpResponse{}, Classify(err)
 	}
@@ -170,4 +142,44 @@ func followUp(job Job, reply []byte) (row store.NewRow, ok bool, err error) {
 		return store.NewRow{}, false, err
 	}
 	return store.NewRow{Key: job.Row.Key + ":reply", Effect: effect, Payload: enc}, true, nil
+}
+
+// forwardRequest is what a forward of job sends to its route's url (the
+// step and stream effects ask their handler and agent with the same): the
+// body (key, attempt, route, source and env, the Slack request with its
+// tokens opened: openRaw), and the headers that carry the row's key, the
+// attempt number and, with ACKD_FORWARD_SECRET, the signature. A row
+// recorded by a daemon that signs cannot be sent by a process without the
+// secret: it is handed back (class Unavailable).
+func (e *effects) forwardRequest(job Job, env json.RawMessage) ([]byte, http.Header, error) {
+	p := job.Payload
+	if p.Params.Signed && e.cfg.ForwardSecret == "" {
+		// The handler expects a signature; an unsigned request would be
+		// refused and the row parked. Leave it for a process that can sign.
+		return nil, nil, &Failure{Class: Unavailable, Code: "no_forward_secret", Needs: CapForwardSigned,
+			Err: errors.New(CredForwardSecret + " is not set; this row was recorded by a daemon that signs forwards")}
+	}
+	if !present(env) && job.Row.RequestID != "" {
+		// The row is performed from Slack's stored request, and it is gone
+		// (or does not parse): forwarding "null" would look like a success.
+		return nil, nil, permanent("no_request", "%s: Slack's stored request (%q) is missing or unreadable; it cannot be forwarded", job.Row.Effect, job.Row.RequestID)
+	}
+	if !present(env) {
+		env = json.RawMessage("null")
+	}
+	body, err := json.Marshal(forwardBody{
+		IdempotencyKey: job.Row.Key, Attempt: job.Attempt, Route: p.Route, Source: p.Source, Envelope: env,
+	})
+	if err != nil {
+		return nil, nil, permanent("bad_payload", "%s: raw request is not JSON: %w", job.Row.Effect, err)
+	}
+	ts := strconv.FormatInt(e.cfg.Now().Unix(), 10)
+	h := http.Header{}
+	h.Set(HeaderIdempotencyKey, job.Row.Key)
+	h.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
+	h.Set(HeaderTimestamp, ts)
+	if e.cfg.ForwardSecret != "" {
+		h.Set(HeaderSignature, slacksig.Sign(e.cfg.ForwardSecret, ts, body))
+	}
+	return body, h, nil
 }

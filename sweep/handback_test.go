@@ -84,7 +84,7 @@ func TestPerforms(t *testing.T) {
 		want []string
 	}{
 		{"every credential", sweep.EffectConfig{BotToken: "xoxb-1", ForwardSecret: "f", RedeliverSecret: "r"},
-			[]string{"forward", sweep.CapForwardSigned, "log", "post", "react", "redeliver", "respond", "update"}},
+			[]string{"forward", sweep.CapForwardSigned, "log", "post", "react", "redeliver", "respond", "stream", "update"}},
 		{"none", sweep.EffectConfig{}, []string{"forward", "log", "respond"}},
 	} {
 		sw := sweep.New(s, sweep.Effects(tc.ec), sweep.Config{Skip: tc.ec.Unavailable()}, quiet(), nil)

@@ -302,7 +302,7 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 			s.obs.Attempt(row.Effect, *outcome, time.Since(start))
 		}
 	}()
-	job := Job{Row: row, Attempt: row.Attempts + 1}
+	job := Job{Row: row, Attempt: row.Attempts + 1, Progress: rowProgress{st: s.store, id: row.ID, token: token}}
 	if !row.ClaimExpiresAt.IsZero() && c != nil {
 		// A sweep's own claim stamped now+Lease; an inline attempt's row
 		// was written leased for another length.

@@ -1,6 +1,7 @@
 // Package fakeslack is a small stand-in for Slack in tests: a Web API server
-// (chat.postMessage, chat.update, reactions.add, and a workflow step's
-// functions.completeSuccess / completeError, functions.go), its Socket Mode side
+// (chat.postMessage, chat.update, chat.delete, reactions.add, a workflow
+// step's functions.completeSuccess / completeError: functions.go, and the
+// streaming methods and assistant.threads.setStatus: stream.go), its Socket Mode side
 // (apps.connections.open and a real WebSocket server, see Socket), and a
 // recording endpoint for response_url and forward targets, all on 127.0.0.1.
 //
@@ -115,7 +116,8 @@ type Server struct {
 
 	oauth *oauthState // oauth.go: client credentials, issued tokens; nil until used
 
-	execs map[string]*Execution // functions.go: workflow step executions, by id
+	execs   map[string]*Execution // functions.go: workflow step executions, by id
+	streams *streams              // stream.go: open streams, deleted messages; nil until used
 }
 
 // New starts a Web API server that accepts token and stops it when the test ends.
@@ -294,6 +296,9 @@ func (s *Server) envelope(c Call) any {
 		msg := m.json(false)
 		return map[string]any{"ok": true, "channel": p.Get("channel"), "ts": m.TS, "message": msg}
 	case "chat.update":
+		if code := s.update(p); code != "" {
+			return fail(code)
+		}
 		b := s.botOf(c.Token)
 		return map[string]any{
 			"ok": true, "channel": p.Get("channel"), "ts": p.Get("ts"), "text": p.Get("text"),
@@ -315,6 +320,9 @@ func (s *Server) envelope(c Call) any {
 		return map[string]any{"ok": true, "url": "https://fake.slack.test/", "team": "Fake",
 			"user": "fakebot", "team_id": b.TeamID, "user_id": b.UserID, "bot_id": b.BotID, "app_id": b.AppID}
 	default:
+		if b, ok := s.streamEnvelope(c); ok {
+			return b
+		}
 		return map[string]any{"ok": false, "error": "unknown_method"}
 	}
 }

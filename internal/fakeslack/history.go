@@ -191,7 +191,7 @@ func (s *Server) MessagesWithKey(ch, key string) []Message {
 // stored message; s.mu is held.
 func (s *Server) postMessage(p url.Values, b Bot) *Message {
 	m := Message{
-		Text: p.Get("text"), User: b.UserID, BotID: b.BotID, AppID: b.AppID, Subtype: "bot_message",
+		Text: cmp.Or(p.Get("text"), p.Get("markdown_text")), User: b.UserID, BotID: b.BotID, AppID: b.AppID, Subtype: "bot_message",
 		ThreadTS: p.Get("thread_ts"), Broadcast: p.Get("reply_broadcast") == "true",
 	}
 	if raw := p.Get("metadata"); raw != "" {

@@ -14,7 +14,8 @@
 // updates, oauth states used once with their installation, uninstalls in
 // their receipt's transaction and judged against the install, named leases,
 // parking an installation's rows), catch-up's marks and recovered
-// messages, and workflow steps (delayed rows, a reply saved under the fence).
+// messages, workflow steps (delayed rows, a reply saved under the fence),
+// and an effect's saved progress (fenced like Complete).
 //
 // Time. SQLite judges leases on the process's clock (store.Options.Now);
 // PostgreSQL on the database's. The suite controls time through DB: Now is
@@ -80,6 +81,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("OpenModes", func(t *testing.T) { testOpenModes(t, newDB) })
 	t.Run("Marks", func(t *testing.T) { testMarks(t, newDB) })
 	t.Run("Steps", func(t *testing.T) { testSteps(t, newDB) })
+	t.Run("Progress", func(t *testing.T) { testProgress(t, newDB) })
 }
 
 var ctx = context.Background()

@@ -1,0 +1,120 @@
+package manifest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/internal/fakeslack"
+	"github.com/ackd/ackd/store"
+	"github.com/ackd/ackd/sweep"
+)
+
+// memProgress is Job.Progress in memory.
+type memProgress struct{ s string }
+
+func (p *memProgress) Load(context.Context) (string, error)           { return p.s, nil }
+func (p *memProgress) Save(_ context.Context, s string) (bool, error) { p.s = s; return true, nil }
+
+// Issue 33: the manifest for stream routes grants what the stream effect
+// calls: chat:write for the status, the streaming methods, chat.update and
+// chat.delete (performed here: a streamed answer that Slack ends midway, and
+// one finished in the messages an earlier attempt started), and
+// assistant:write with the assistant_thread_started subscription.
+func TestStreamManifest(t *testing.T) {
+	cfg, err := daemon.Parse([]byte(`
+[[route]]
+name   = "agent"
+events = ["app_mention", "message"]
+key    = "message"
+effect = "stream"
+url    = "http://127.0.0.1:1/agent"
+
+[[route]]
+name   = "assistant"
+event  = "assistant_thread_started"
+effect = "stream"
+url    = "http://127.0.0.1:1/agent"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Build(&cfg, Options{URL: testURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := res.Manifest.OAuthConfig.Scopes.Bot
+	for _, want := range []string{"chat:write", "assistant:write", "app_mentions:read", "im:history"} {
+		if !slices.Contains(granted, want) {
+			t.Errorf("scopes %v lack %s", granted, want)
+		}
+	}
+	for _, want := range []string{"app_mention", "assistant_thread_started", "message.im"} {
+		if !slices.Contains(res.Manifest.Settings.EventSubscriptions.BotEvents, want) {
+			t.Errorf("bot_events %v lack %s", res.Manifest.Settings.EventSubscriptions.BotEvents, want)
+		}
+	}
+
+	fake := fakeslack.New(t, "xoxb-test")
+	fake.SetStreamLifetime(100 * time.Millisecond)
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		for i := range 12 {
+			fmt.Fprintf(w, "{\"text\":\"part %d \"}\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(25 * time.Millisecond)
+		}
+	}))
+	defer agent.Close()
+	reg := sweep.Effects(sweep.EffectConfig{BotToken: "xoxb-test", APIURL: fake.URL(),
+		Stream: sweep.StreamConfig{FlushEvery: 10 * time.Millisecond}})
+	env := `{"type":"event_callback","event_id":"Ev1","event":{"type":"app_mention","channel":"C1","ts":"1.000001","text":"hi"}}`
+	p := sweep.Payload{Route: "agent", Source: sweep.SourceEvent, Params: sweep.Params{URL: agent.URL},
+		Facts: sweep.Facts{EventID: "Ev1", Channel: "C1", TS: "1.000001"}, Raw: json.RawMessage(env)}
+	run := func(prog *memProgress) {
+		job := sweep.Job{Row: store.Row{ID: 1, Key: "Ev1:agent", Effect: "stream"}, Payload: p, Attempt: 1, Progress: prog}
+		if _, err := reg["stream"].Perform(context.Background(), job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(&memProgress{})
+	// An earlier attempt left two messages: the answer is laid out over
+	// them again; what is left is deleted.
+	api := slack.New("xoxb-test", slack.OptionAPIURL(fake.URL()))
+	var msgs []map[string]any
+	for range 2 {
+		_, ts, err := api.StartStream("C1", slack.MsgOptionTS("1.000001"), slack.MsgOptionMarkdownText("old"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, map[string]any{"ts": ts, "from": 0, "n": 3, "open": true})
+	}
+	b, _ := json.Marshal(map[string]any{"text": "old", "msgs": msgs})
+	run(&memProgress{s: string(b)})
+
+	seen := map[string]bool{}
+	for _, c := range fake.Calls() {
+		seen[c.Method] = true
+		for _, sc := range methodScopes[c.Method] {
+			if _, ok := methodScopes[c.Method]; !ok || (sc != historyScope && !slices.Contains(granted, sc)) {
+				t.Errorf("the stream effect called %s (scope %q); the manifest grants %v", c.Method, sc, granted)
+			}
+		}
+		if _, ok := methodScopes[c.Method]; !ok {
+			t.Errorf("the stream effect called %s, which methodScopes does not list", c.Method)
+		}
+	}
+	for _, m := range []string{"assistant.threads.setStatus", "chat.startStream", "chat.appendStream", "chat.stopStream", "chat.update", "chat.delete"} {
+		if !seen[m] {
+			t.Errorf("the runs did not call %s; calls: %v", m, seen)
+		}
+	}
+}
