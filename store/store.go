@@ -110,6 +110,20 @@ type Store interface {
 	// result. held == false: the lease was lost and nothing was written.
 	SaveStepReply(ctx context.Context, id int64, token, reply string) (held bool, err error)
 
+	// Progress: what a long effect (an agent's streamed answer) has done
+	// so far, kept in the row (column progress) so that the attempt after a
+	// crash or a lost lease finishes it instead of starting again.
+	//
+	// SaveProgress stores progress on row id if token still holds it
+	// (pending, claim_token = token), fenced like Complete: held == false
+	// means the lease was lost and nothing was written. The text is the
+	// effect's own (sweep's JSON); the store keeps it as it is, through
+	// completion and failure, until the row is pruned.
+	SaveProgress(ctx context.Context, id int64, token, progress string) (held bool, err error)
+	// Progress returns what SaveProgress last stored on row id ("" when
+	// nothing), or ErrNotFound when there is no such row.
+	Progress(ctx context.Context, id int64) (string, error)
+
 	// Get and GetByKey return one row, with Row.Request filled in when the
 	// row names a stored request that is still there; ErrNotFound if none.
 	Get(ctx context.Context, id int64) (Row, error)
@@ -180,6 +194,13 @@ type Store interface {
 
 	// Installations: many workspaces ([oauth]), see installs.go.
 	Installations
+
+	// The operator's verbs and the console (issue 31): attempts.go,
+	// pauses.go, search.go.
+	AttemptLog
+	RoutePauses
+	Replayer
+	Browser
 
 	// Now is the clock the store stamps rows with.
 	Now() time.Time
