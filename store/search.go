@@ -1,12 +1,52 @@
 package store
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+)
 
 // Browser is what the operator console reads beyond the rest of the
-// contract: search, and a row's receipt.
+// contract: search, and the backlog by route.
 type Browser interface {
 	// Search returns up to limit rows (newest first) that q names: a row
 	// id, an idempotency key, an event_id or operation/trigger id, a
-	// channel id, a message ts, or a route name.
+	// channel id, a message ts, or a route name. An empty q (after
+	// trimming) finds nothing.
+	//
+	// Ids, keys, event and operation ids are found through the outbox's
+	// indexes wherever the row is. A channel, a ts or a route is a value
+	// in the row's payload, which no index holds: those are looked for in
+	// the pending and parked rows (through their status indexes) and in
+	// the newest SearchWindow rows, so that a search never reads the
+	// whole table.
 	Search(ctx context.Context, q string, limit int) ([]Row, error)
+	// RouteCounts counts the pending, parked and discarded rows by route
+	// (the payload's "route"; "" for a row without one), each status read
+	// through its own index: done rows, most of the table, are counted
+	// only in total (Queue).
+	RouteCounts(ctx context.Context) ([]RouteCount, error)
+}
+
+// SearchWindow is how many of the newest rows a search by a payload value
+// (channel, ts, route) reads besides the pending and parked ones.
+const SearchWindow = 20000
+
+// RouteCount is one route's rows of one status.
+type RouteCount struct {
+	Route  string
+	Status string
+	Rows   int64
+}
+
+// SearchTerms is what the engines match for q: q itself (trimmed), its
+// row id (ok false when q is not one), and the text a payload holds where
+// one of its fields has q as its value (`:"q"`, as ackd's JSON encoder
+// writes it).
+func SearchTerms(q string) (term string, id int64, isID bool, inPayload string) {
+	term = strings.TrimSpace(q)
+	id, err := strconv.ParseInt(term, 10, 64)
+	b, _ := json.Marshal(term)
+	return term, id, err == nil && id > 0, ":" + string(b)
 }

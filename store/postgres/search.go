@@ -2,12 +2,83 @@ package postgres
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"strconv"
 
 	"github.com/ackd/ackd/store"
 )
 
-// Search: not yet implemented (issue 31, being written).
+// searchSQL finds the rows a console search names (see store.Browser):
+// each arm reads one index (the primary key, the key's unique index,
+// collated "C", as a point or a prefix range, request_id's, the pending
+// partial index and the status index, and the newest store.SearchWindow
+// ids); a payload is only looked into (strpos, no JSON parse) on the rows
+// those arms reach.
+//
+// $1 row id (0: none), $2 the term, $3 the payload text, $4 limit.
+func searchSQL(columns string) string {
+	return `WITH hits AS (
+	SELECT id FROM outbox WHERE id = $1
+	UNION SELECT id FROM outbox WHERE idempotency_key = $2
+	UNION SELECT id FROM outbox WHERE idempotency_key >= $2 || ':' AND idempotency_key < $2 || ';'
+	UNION SELECT id FROM outbox WHERE idempotency_key >= 'cmd:' || $2 || ':' AND idempotency_key < 'cmd:' || $2 || ';'
+	UNION SELECT id FROM outbox WHERE idempotency_key >= 'ix:' || $2 || ':' AND idempotency_key < 'ix:' || $2 || ';'
+	UNION SELECT id FROM outbox WHERE request_id IN ($2, 'cmd:' || $2, 'ix:' || $2)
+	UNION SELECT id FROM outbox WHERE status = 'pending' AND strpos(payload, $3) > 0
+	UNION SELECT id FROM outbox WHERE status = 'parked' AND strpos(payload, $3) > 0
+	UNION SELECT id FROM outbox WHERE id > (SELECT coalesce(max(id), 0) FROM outbox) - ` + strconv.Itoa(store.SearchWindow) + `
+	                                AND strpos(payload, $3) > 0
+)
+SELECT ` + columns + ` FROM outbox WHERE id IN (SELECT id FROM hits) ORDER BY id DESC LIMIT $4`
+}
+
+// Search returns up to limit rows that q names, newest first.
 func (s *Store) Search(ctx context.Context, q string, limit int) ([]store.Row, error) {
-	return nil, errors.ErrUnsupported
+	term, id, isID, inPayload := store.SearchTerms(q)
+	if term == "" {
+		return nil, nil
+	}
+	if !isID {
+		id = 0
+	}
+	if limit <= 0 {
+		limit = 50
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	res, err := s.pool.Query(ctx, searchSQL(s.readColumns), id, term, inPayload, limit)
+	if err != nil {
+		return nil, fmt.Errorf("search outbox: %w", s.classify(ctx, err))
+	}
+	rows, err := collect(res)
+	if err != nil {
+		return nil, fmt.Errorf("search outbox: %w", s.classify(ctx, err))
+	}
+	return rows, nil
+}
+
+// RouteCounts counts the pending, parked and discarded rows by route, each
+// status read through the status index.
+func (s *Store) RouteCounts(ctx context.Context) ([]store.RouteCount, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	res, err := s.pool.Query(ctx, `SELECT status, coalesce(ackd_payload_route(payload), ''), count(*)
+		  FROM outbox WHERE status IN ('pending', 'parked', 'discarded')
+		 GROUP BY 1, 2 ORDER BY 2, 1`)
+	if err != nil {
+		return nil, fmt.Errorf("route counts: %w", s.classify(ctx, err))
+	}
+	defer res.Close()
+	var out []store.RouteCount
+	for res.Next() {
+		var c store.RouteCount
+		if err := res.Scan(&c.Status, &c.Route, &c.Rows); err != nil {
+			return nil, fmt.Errorf("route counts: %w", s.classify(ctx, err))
+		}
+		out = append(out, c)
+	}
+	if err := res.Err(); err != nil {
+		return nil, fmt.Errorf("route counts: %w", s.classify(ctx, err))
+	}
+	return out, nil
 }

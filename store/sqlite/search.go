@@ -2,12 +2,100 @@ package sqlite
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"strconv"
 
 	"github.com/ackd/ackd/store"
 )
 
-// Search: not yet implemented (issue 31, being written).
+// searchSQL finds the rows a console search names (see store.Browser):
+// each arm reads one index (the primary key, the key's unique index as a
+// point or a prefix range, request_id's, the pending and parked partial
+// indexes, and the newest store.SearchWindow ids); a payload is only
+// looked into (instr, no JSON parse) on the rows those arms reach.
+//
+// ?1 row id (0: none), ?2 the term, ?3 the payload text, ?4 limit.
+func searchSQL(columns string) string {
+	return `WITH hits(id) AS (
+	SELECT id FROM outbox WHERE id = ?1
+	UNION SELECT id FROM outbox WHERE idempotency_key = ?2
+	UNION SELECT id FROM outbox WHERE idempotency_key >= ?2 || ':' AND idempotency_key < ?2 || ';'
+	UNION SELECT id FROM outbox WHERE idempotency_key >= 'cmd:' || ?2 || ':' AND idempotency_key < 'cmd:' || ?2 || ';'
+	UNION SELECT id FROM outbox WHERE idempotency_key >= 'ix:' || ?2 || ':' AND idempotency_key < 'ix:' || ?2 || ';'
+	UNION SELECT id FROM outbox WHERE request_id IN (?2, 'cmd:' || ?2, 'ix:' || ?2)
+	UNION SELECT id FROM outbox INDEXED BY outbox_pending WHERE status = 'pending' AND instr(payload, ?3) > 0
+	UNION SELECT id FROM outbox WHERE status = 'parked' AND instr(payload, ?3) > 0
+	UNION SELECT id FROM outbox WHERE id > (SELECT coalesce(max(id), 0) FROM outbox) - ` + strconv.Itoa(store.SearchWindow) + `
+	                                AND instr(payload, ?3) > 0
+)
+SELECT ` + columns + ` FROM outbox WHERE id IN (SELECT id FROM hits) ORDER BY id DESC LIMIT ?4`
+}
+
+// RouteCountsSQL counts the pending, parked and discarded rows by route,
+// each status from its partial index.
+const RouteCountsSQL = `SELECT status, route, count(*) FROM (
+	SELECT status, CASE WHEN json_valid(payload) THEN json_extract(payload, '$.route') END AS route
+	  FROM outbox WHERE status = 'pending'
+	UNION ALL
+	SELECT status, CASE WHEN json_valid(payload) THEN json_extract(payload, '$.route') END
+	  FROM outbox WHERE status = 'parked'
+	UNION ALL
+	SELECT status, CASE WHEN json_valid(payload) THEN json_extract(payload, '$.route') END
+	  FROM outbox WHERE status = 'discarded'
+) GROUP BY status, route ORDER BY route, status`
+
+// Search returns up to limit rows that q names, newest first.
 func (s *Store) Search(ctx context.Context, q string, limit int) ([]store.Row, error) {
-	return nil, errors.ErrUnsupported
+	term, id, isID, inPayload := store.SearchTerms(q)
+	if term == "" {
+		return nil, nil
+	}
+	if !isID {
+		id = 0
+	}
+	if limit <= 0 {
+		limit = 50
+	}
+	res, err := s.r.QueryContext(ctx, searchSQL(s.readColumns), id, term, inPayload, limit)
+	if err != nil {
+		return nil, fmt.Errorf("search outbox: %w", err)
+	}
+	defer res.Close()
+	var rows []store.Row
+	for res.Next() {
+		r, err := scanRow(res)
+		if err != nil {
+			return nil, fmt.Errorf("search outbox: %w", err)
+		}
+		rows = append(rows, r)
+	}
+	if err := res.Err(); err != nil {
+		return nil, fmt.Errorf("search outbox: %w", err)
+	}
+	return rows, nil
+}
+
+// RouteCounts counts the pending, parked and discarded rows by route.
+func (s *Store) RouteCounts(ctx context.Context) ([]store.RouteCount, error) {
+	res, err := s.r.QueryContext(ctx, RouteCountsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("route counts: %w", err)
+	}
+	defer res.Close()
+	var out []store.RouteCount
+	for res.Next() {
+		var c store.RouteCount
+		var route *string
+		if err := res.Scan(&c.Status, &route, &c.Rows); err != nil {
+			return nil, fmt.Errorf("route counts: %w", err)
+		}
+		if route != nil {
+			c.Route = *route
+		}
+		out = append(out, c)
+	}
+	if err := res.Err(); err != nil {
+		return nil, fmt.Errorf("route counts: %w", err)
+	}
+	return out, nil
 }

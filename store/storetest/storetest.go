@@ -82,6 +82,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("Marks", func(t *testing.T) { testMarks(t, newDB) })
 	t.Run("Steps", func(t *testing.T) { testSteps(t, newDB) })
 	t.Run("Progress", func(t *testing.T) { testProgress(t, newDB) })
+	t.Run("Search", func(t *testing.T) { testSearch(t, newDB) })
 }
 
 var ctx = context.Background()
