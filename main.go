@@ -275,6 +275,7 @@ func secrets(signing bool) (daemon.Secrets, error) {
 	get("SLACK_CLIENT_SECRET", &sec.ClientSecret)
 	get("ACKD_TOKEN_KEY", &sec.TokenKey)
 	get("ACKD_TOKEN_KEY_OLD", &sec.TokenKeyOld)
+	get("ACKD_CONSOLE_PASSWORD", &sec.ConsolePassword)
 	return sec, errors.Join(errs...)
 }
 

@@ -57,6 +57,9 @@ type Secrets struct {
 	// key sealing installation tokens (ACKD_TOKEN_KEY, base64 of 32 bytes),
 	// with the previous key during a rotation (ACKD_TOKEN_KEY_OLD).
 	ClientSecret, TokenKey, TokenKeyOld string
+	// ConsolePassword is the console's Basic auth password for user ackd
+	// (ACKD_CONSOLE_PASSWORD); required with [console] listen.
+	ConsolePassword string
 	// EmptyFiles maps each secret (SLACK_BOT_TOKEN, …) whose …_FILE named an
 	// empty file to that file (ReadSecret): the secret is not set, and an
 	// error about it, where the configuration needs it, names the file.

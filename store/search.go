@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Browser is what the operator console reads beyond the rest of the
@@ -27,6 +28,16 @@ type Browser interface {
 	// through its own index: done rows, most of the table, are counted
 	// only in total (Queue).
 	RouteCounts(ctx context.Context) ([]RouteCount, error)
+	// Receipt returns the receipt of an event_id or operation id, or
+	// ErrNotFound (none was recorded, or it was pruned).
+	Receipt(ctx context.Context, eventID string) (Receipt, error)
+}
+
+// Receipt is one accepted Slack request's receipt.
+type Receipt struct {
+	EventID    string
+	EventType  string
+	ReceivedAt time.Time
 }
 
 // SearchWindow is how many of the newest rows a search by a payload value

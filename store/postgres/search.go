@@ -2,8 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ackd/ackd/store"
 )
@@ -81,4 +85,21 @@ func (s *Store) RouteCounts(ctx context.Context) ([]store.RouteCount, error) {
 		return nil, fmt.Errorf("route counts: %w", s.classify(ctx, err))
 	}
 	return out, nil
+}
+
+// Receipt returns eventID's receipt, or ErrNotFound.
+func (s *Store) Receipt(ctx context.Context, eventID string) (store.Receipt, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	rc := store.Receipt{EventID: eventID}
+	var at int64
+	err := s.pool.QueryRow(ctx, `SELECT event_type, received_at FROM slack_event_receipts WHERE event_id = $1`, eventID).Scan(&rc.EventType, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rc, fmt.Errorf("receipt %q: %w", eventID, store.ErrNotFound)
+	}
+	if err != nil {
+		return rc, fmt.Errorf("receipt %q: %w", eventID, s.classify(ctx, err))
+	}
+	rc.ReceivedAt = time.UnixMilli(at)
+	return rc, nil
 }

@@ -2,8 +2,11 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/ackd/ackd/store"
 )
@@ -98,4 +101,19 @@ func (s *Store) RouteCounts(ctx context.Context) ([]store.RouteCount, error) {
 		return nil, fmt.Errorf("route counts: %w", err)
 	}
 	return out, nil
+}
+
+// Receipt returns eventID's receipt, or ErrNotFound.
+func (s *Store) Receipt(ctx context.Context, eventID string) (store.Receipt, error) {
+	rc := store.Receipt{EventID: eventID}
+	var at int64
+	err := s.r.QueryRowContext(ctx, `SELECT event_type, received_at FROM slack_event_receipts WHERE event_id = ?`, eventID).Scan(&rc.EventType, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return rc, fmt.Errorf("receipt %q: %w", eventID, store.ErrNotFound)
+	}
+	if err != nil {
+		return rc, fmt.Errorf("receipt %q: %w", eventID, err)
+	}
+	rc.ReceivedAt = time.UnixMilli(at)
+	return rc, nil
 }

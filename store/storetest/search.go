@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ackd/ackd/store"
 )
@@ -119,6 +121,16 @@ func testSearch(t *testing.T, newDB NewDB) {
 		rows, err := s.Search(ctx, "dr", 5)
 		if err != nil || len(rows) != 1 || rows[0].ID != done.ID || rows[0].Status != store.StatusDone {
 			t.Fatal(rows, err)
+		}
+	})
+	t.Run("a receipt by its event id; an unknown one is ErrNotFound", func(t *testing.T) {
+		before := db.Now(t)
+		rc, err := s.Receipt(ctx, "cmd:123.456.abc")
+		if err != nil || rc.EventID != "cmd:123.456.abc" || rc.EventType != "command" || rc.ReceivedAt.IsZero() || rc.ReceivedAt.After(before.Add(time.Second)) {
+			t.Fatal(rc, err)
+		}
+		if _, err := s.Receipt(ctx, "Ev404"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Receipt(Ev404): %v, want ErrNotFound", err)
 		}
 	})
 	t.Run("route counts: pending, parked and discarded rows by route", func(t *testing.T) {
