@@ -77,13 +77,13 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request, msg string) {
 // flashes are the messages an action's 303 names (?done=…): fixed texts,
 // so that a link cannot put words on the page.
 var flashes = map[string]string{
-	"retry":   "Retried: the row is pending again, due now.",
-	"discard": "Discarded: no sweep performs it again (retry undoes it while the row exists).",
-	"replay":  "Replayed: a new pending row was made; side effects repeat.",
-	"pause":   "Paused: its rows are recorded and acked, and stay pending until resumed.",
-	"resume":  "Resumed: its rows are due as they were.",
+	"retry":    "Retried: the row is pending again, due now.",
+	"discard":  "Discarded: no sweep performs it again (retry undoes it while the row exists).",
+	"replay":   "Replayed: a new pending row was made; side effects repeat.",
+	"pause":    "Paused: its rows are recorded and acked, and stay pending until resumed.",
+	"resume":   "Resumed: its rows are due as they were.",
 	"nochange": "Nothing changed: the row or route was already in that state.",
-	"bulk":    "Done: see the count below.",
+	"bulk":     "Done: see the count below.",
 }
 
 func flash(r *http.Request) string { return flashes[r.URL.Query().Get("done")] }

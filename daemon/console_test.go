@@ -63,7 +63,7 @@ func TestConsoleListener(t *testing.T) {
 
 	t.Run("a console address that is not host:port, or is the Slack one, is refused", func(t *testing.T) {
 		for toml, want := range map[string]string{
-			"[console]\nlisten = \"3002\"\n": "console.listen: \"3002\" is not host:port",
+			"[console]\nlisten = \"3002\"\n":                                        "console.listen: \"3002\" is not host:port",
 			"listen = \"127.0.0.1:3000\"\n[console]\nlisten = \"127.0.0.1:3000\"\n": "console.listen: \"127.0.0.1:3000\" is also listen",
 		} {
 			if _, err := daemon.Parse([]byte(toml)); err == nil || !strings.Contains(err.Error(), want) {
