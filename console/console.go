@@ -25,6 +25,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -66,6 +67,10 @@ type Options struct {
 	// Describe says what an instance reported of itself (Socket Mode
 	// connections, version); nil: nothing.
 	Describe func(in store.Instance, now time.Time) string
+	// Queue, when set, reads the queue's counts for the overview instead
+	// of the store (the daemon shares one read per second among the
+	// console's pages).
+	Queue func(ctx context.Context) (store.Queue, error)
 	// InstanceFresh is how recent a heartbeat must be for an instance to
 	// be listed (default 1m).
 	InstanceFresh time.Duration
@@ -91,6 +96,9 @@ func New(opts Options) (*Console, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Queue == nil {
+		opts.Queue = opts.Store.Queue
 	}
 	if opts.InstanceFresh <= 0 {
 		opts.InstanceFresh = time.Minute

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -21,8 +22,15 @@ func (s *Server) consoleServer() (*http.Server, error) {
 	}
 	me := s.instance.ID
 	version := buildinfo.Read().Version
+	// The overview's counts read every status's index: at most once per
+	// probe interval, however often pages are loaded (as /metrics).
+	queue := newCached(s.opts.ProbeEvery, 5*time.Second, s.store.Queue)
 	h, err := console.New(console.Options{
 		Store: s.store, Routes: routes, Password: s.opts.Secrets.ConsolePassword,
+		Queue: func(ctx context.Context) (store.Queue, error) {
+			q, _, err := queue.get(ctx)
+			return q, err
+		},
 		Logger: s.opts.Logger, InstanceFresh: InstanceStale,
 		Describe: func(in store.Instance, now time.Time) string {
 			var says []string

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,14 +21,18 @@ type Browser interface {
 	// Ids, keys, event and operation ids are found through the outbox's
 	// indexes wherever the row is. A channel, a ts or a route is a value
 	// in the row's payload, which no index holds: those are looked for in
-	// the pending and parked rows (through their status indexes) and in
-	// the newest SearchWindow rows, so that a search never reads the
-	// whole table.
+	// the parked rows (through their status index) and in the newest
+	// SearchWindow rows, newest first (a frequent value stops the scan
+	// early), so that a search never reads the whole table. A pending row
+	// older than the window (a backlog) is found by its id, key or event.
 	Search(ctx context.Context, q string, limit int) ([]Row, error)
-	// RouteCounts counts the pending, parked and discarded rows by route
-	// (the payload's "route"; "" for a row without one), each status read
-	// through its own index: done rows, most of the table, are counted
-	// only in total (Queue).
+	// RouteCounts counts the parked and discarded rows by route (the
+	// payload's "route"; "" for a row without one), each status read
+	// through its own index: the rows an operator has to decide about.
+	// Done rows, most of the table, and pending ones, which can be a
+	// backlog of many thousands under load, are counted only in total
+	// (Queue): reading every one of their payloads would make a page cost
+	// a noticeable share of the machine.
 	RouteCounts(ctx context.Context) ([]RouteCount, error)
 	// Receipt returns the receipt of an event_id or operation id, or
 	// ErrNotFound (none was recorded, or it was pruned).
@@ -60,4 +66,16 @@ func SearchTerms(q string) (term string, id int64, isID bool, inPayload string) 
 	id, err := strconv.ParseInt(term, 10, 64)
 	b, _ := json.Marshal(term)
 	return term, id, err == nil && id > 0, ":" + string(b)
+}
+
+// MergeSearch joins the rows two search queries found: each row once,
+// newest first, at most limit.
+func MergeSearch(a, b []Row, limit int) []Row {
+	out := append(slices.Clone(a), b...)
+	slices.SortFunc(out, func(x, y Row) int { return cmp.Compare(y.ID, x.ID) })
+	out = slices.CompactFunc(out, func(x, y Row) bool { return x.ID == y.ID })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out
 }

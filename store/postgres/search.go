@@ -12,12 +12,11 @@ import (
 	"github.com/ackd/ackd/store"
 )
 
-// searchSQL finds the rows a console search names (see store.Browser):
-// each arm reads one index (the primary key, the key's unique index,
-// collated "C", as a point or a prefix range, request_id's, the pending
-// partial index and the status index, and the newest store.SearchWindow
-// ids); a payload is only looked into (strpos, no JSON parse) on the rows
-// those arms reach.
+// searchSQL finds the rows a console search names through indexes (see
+// store.Browser): the primary key, the key's unique index (collated "C")
+// as a point or a prefix range, request_id's, and the status index for
+// the parked rows (only there is a payload looked into: strpos, no JSON
+// parse).
 //
 // $1 row id (0: none), $2 the term, $3 the payload text, $4 limit.
 func searchSQL(columns string) string {
@@ -28,12 +27,19 @@ func searchSQL(columns string) string {
 	UNION SELECT id FROM outbox WHERE idempotency_key >= 'cmd:' || $2 || ':' AND idempotency_key < 'cmd:' || $2 || ';'
 	UNION SELECT id FROM outbox WHERE idempotency_key >= 'ix:' || $2 || ':' AND idempotency_key < 'ix:' || $2 || ';'
 	UNION SELECT id FROM outbox WHERE request_id IN ($2, 'cmd:' || $2, 'ix:' || $2)
-	UNION SELECT id FROM outbox WHERE status = 'pending' AND strpos(payload, $3) > 0
 	UNION SELECT id FROM outbox WHERE status = 'parked' AND strpos(payload, $3) > 0
-	UNION SELECT id FROM outbox WHERE id > (SELECT coalesce(max(id), 0) FROM outbox) - ` + strconv.Itoa(store.SearchWindow) + `
-	                                AND strpos(payload, $3) > 0
 )
 SELECT ` + columns + ` FROM outbox WHERE id IN (SELECT id FROM hits) ORDER BY id DESC LIMIT $4`
+}
+
+// searchWindowSQL looks for a payload value among the newest
+// store.SearchWindow rows, newest first, down the primary key: it stops
+// at the limit. $1 the payload text, $2 limit.
+func searchWindowSQL(columns string) string {
+	return `SELECT ` + columns + ` FROM outbox
+	 WHERE id > (SELECT coalesce(max(id), 0) FROM outbox) - ` + strconv.Itoa(store.SearchWindow) + `
+	   AND strpos(payload, $1) > 0
+	 ORDER BY id DESC LIMIT $2`
 }
 
 // Search returns up to limit rows that q names, newest first.
@@ -50,7 +56,19 @@ func (s *Store) Search(ctx context.Context, q string, limit int) ([]store.Row, e
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	res, err := s.pool.Query(ctx, searchSQL(s.readColumns), id, term, inPayload, limit)
+	found, err := s.searchRows(ctx, searchSQL(s.readColumns), id, term, inPayload, limit)
+	if err != nil {
+		return nil, err
+	}
+	recent, err := s.searchRows(ctx, searchWindowSQL(s.readColumns), inPayload, limit)
+	if err != nil {
+		return nil, err
+	}
+	return store.MergeSearch(found, recent, limit), nil
+}
+
+func (s *Store) searchRows(ctx context.Context, query string, args ...any) ([]store.Row, error) {
+	res, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("search outbox: %w", s.classify(ctx, err))
 	}
@@ -61,13 +79,13 @@ func (s *Store) Search(ctx context.Context, q string, limit int) ([]store.Row, e
 	return rows, nil
 }
 
-// RouteCounts counts the pending, parked and discarded rows by route, each
-// status read through the status index.
+// RouteCounts counts the parked and discarded rows by route, each status
+// read through the status index.
 func (s *Store) RouteCounts(ctx context.Context) ([]store.RouteCount, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	res, err := s.pool.Query(ctx, `SELECT status, coalesce(ackd_payload_route(payload), ''), count(*)
-		  FROM outbox WHERE status IN ('pending', 'parked', 'discarded')
+		  FROM outbox WHERE status IN ('parked', 'discarded')
 		 GROUP BY 1, 2 ORDER BY 2, 1`)
 	if err != nil {
 		return nil, fmt.Errorf("route counts: %w", s.classify(ctx, err))

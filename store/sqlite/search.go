@@ -11,11 +11,10 @@ import (
 	"github.com/ackd/ackd/store"
 )
 
-// searchSQL finds the rows a console search names (see store.Browser):
-// each arm reads one index (the primary key, the key's unique index as a
-// point or a prefix range, request_id's, the pending and parked partial
-// indexes, and the newest store.SearchWindow ids); a payload is only
-// looked into (instr, no JSON parse) on the rows those arms reach.
+// searchSQL finds the rows a console search names through indexes (see
+// store.Browser): the primary key, the key's unique index as a point or a
+// prefix range, request_id's, and the parked rows' partial index (only
+// there is a payload looked into: instr, no JSON parse).
 //
 // ?1 row id (0: none), ?2 the term, ?3 the payload text, ?4 limit.
 func searchSQL(columns string) string {
@@ -26,21 +25,25 @@ func searchSQL(columns string) string {
 	UNION SELECT id FROM outbox WHERE idempotency_key >= 'cmd:' || ?2 || ':' AND idempotency_key < 'cmd:' || ?2 || ';'
 	UNION SELECT id FROM outbox WHERE idempotency_key >= 'ix:' || ?2 || ':' AND idempotency_key < 'ix:' || ?2 || ';'
 	UNION SELECT id FROM outbox WHERE request_id IN (?2, 'cmd:' || ?2, 'ix:' || ?2)
-	UNION SELECT id FROM outbox INDEXED BY outbox_pending WHERE status = 'pending' AND instr(payload, ?3) > 0
 	UNION SELECT id FROM outbox WHERE status = 'parked' AND instr(payload, ?3) > 0
-	UNION SELECT id FROM outbox WHERE id > (SELECT coalesce(max(id), 0) FROM outbox) - ` + strconv.Itoa(store.SearchWindow) + `
-	                                AND instr(payload, ?3) > 0
 )
 SELECT ` + columns + ` FROM outbox WHERE id IN (SELECT id FROM hits) ORDER BY id DESC LIMIT ?4`
 }
 
-// RouteCountsSQL counts the pending, parked and discarded rows by route,
-// each status from its partial index.
+// searchWindowSQL looks for a payload value among the newest
+// store.SearchWindow rows, newest first, down the primary key: it stops
+// at the limit. ?1 the payload text, ?2 limit.
+func searchWindowSQL(columns string) string {
+	return `SELECT ` + columns + ` FROM outbox
+	 WHERE id > (SELECT coalesce(max(id), 0) FROM outbox) - ` + strconv.Itoa(store.SearchWindow) + `
+	   AND instr(payload, ?1) > 0
+	 ORDER BY id DESC LIMIT ?2`
+}
+
+// RouteCountsSQL counts the parked and discarded rows by route, each
+// status from its partial index.
 const RouteCountsSQL = `SELECT status, route, count(*) FROM (
 	SELECT status, CASE WHEN json_valid(payload) THEN json_extract(payload, '$.route') END AS route
-	  FROM outbox WHERE status = 'pending'
-	UNION ALL
-	SELECT status, CASE WHEN json_valid(payload) THEN json_extract(payload, '$.route') END
 	  FROM outbox WHERE status = 'parked'
 	UNION ALL
 	SELECT status, CASE WHEN json_valid(payload) THEN json_extract(payload, '$.route') END
@@ -59,7 +62,19 @@ func (s *Store) Search(ctx context.Context, q string, limit int) ([]store.Row, e
 	if limit <= 0 {
 		limit = 50
 	}
-	res, err := s.r.QueryContext(ctx, searchSQL(s.readColumns), id, term, inPayload, limit)
+	found, err := s.searchRows(ctx, searchSQL(s.readColumns), id, term, inPayload, limit)
+	if err != nil {
+		return nil, err
+	}
+	recent, err := s.searchRows(ctx, searchWindowSQL(s.readColumns), inPayload, limit)
+	if err != nil {
+		return nil, err
+	}
+	return store.MergeSearch(found, recent, limit), nil
+}
+
+func (s *Store) searchRows(ctx context.Context, query string, args ...any) ([]store.Row, error) {
+	res, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("search outbox: %w", err)
 	}
@@ -78,7 +93,7 @@ func (s *Store) Search(ctx context.Context, q string, limit int) ([]store.Row, e
 	return rows, nil
 }
 
-// RouteCounts counts the pending, parked and discarded rows by route.
+// RouteCounts counts the parked and discarded rows by route.
 func (s *Store) RouteCounts(ctx context.Context) ([]store.RouteCount, error) {
 	res, err := s.r.QueryContext(ctx, RouteCountsSQL)
 	if err != nil {

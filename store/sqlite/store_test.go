@@ -449,6 +449,7 @@ func TestQueryPlans(t *testing.T) {
 		{"queue counts", sqlite.QueueCountsSQL, nil},
 		{"due rows by effect", sqlite.DueSQL, []any{1}},
 		{"console search", sqlite.SearchSQL, []any{7, "Ev1", `:"Ev1"`, 50}},
+		{"console search of the newest rows", sqlite.SearchWindowSQL, []any{`:"Ev1"`, 50}},
 		{"console counts by route", sqlite.RouteCountsSQL, nil},
 	}
 	for _, tc := range cases {
