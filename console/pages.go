@@ -181,16 +181,17 @@ func byRoute(counts []store.RouteCount) []routeCounts {
 
 // searchData is GET /search.
 type searchData struct {
-	Q     string
-	Rows  []store.Row
-	Limit int
+	Q      string
+	Rows   []store.Row
+	Limit  int
+	Window int // store.SearchWindow
 }
 
 const searchLimit = 100
 
 func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
-	d := searchData{Q: q, Limit: searchLimit}
+	d := searchData{Q: q, Limit: searchLimit, Window: store.SearchWindow}
 	if q == "" {
 		c.render(w, r, http.StatusOK, "search", "Search", d, nil)
 		return

@@ -48,7 +48,7 @@ type Receipt struct {
 
 // SearchWindow is how many of the newest rows a search by a payload value
 // (channel, ts, route) reads besides the pending and parked ones.
-const SearchWindow = 20000
+const SearchWindow = 10000
 
 // RouteCount is one route's rows of one status.
 type RouteCount struct {

@@ -79,14 +79,18 @@ func (s *Store) searchRows(ctx context.Context, query string, args ...any) ([]st
 	return rows, nil
 }
 
+// routeCountsSQL counts the parked and discarded rows by route, read
+// through the status index.
+const routeCountsSQL = `SELECT status, coalesce(ackd_payload_route(payload), ''), count(*)
+	  FROM outbox WHERE status IN ('parked', 'discarded')
+	 GROUP BY 1, 2 ORDER BY 2, 1`
+
 // RouteCounts counts the parked and discarded rows by route, each status
 // read through the status index.
 func (s *Store) RouteCounts(ctx context.Context) ([]store.RouteCount, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	res, err := s.pool.Query(ctx, `SELECT status, coalesce(ackd_payload_route(payload), ''), count(*)
-		  FROM outbox WHERE status IN ('parked', 'discarded')
-		 GROUP BY 1, 2 ORDER BY 2, 1`)
+	res, err := s.pool.Query(ctx, routeCountsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("route counts: %w", s.classify(ctx, err))
 	}
