@@ -308,6 +308,12 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 		// was written leased for another length.
 		job.ClaimedAt = row.ClaimExpiresAt.Add(-s.cfg.Lease)
 	}
+	// The attempt's start as recorded in its history: the claim's time,
+	// or (an inline attempt) now on the store's clock.
+	started := job.ClaimedAt
+	if started.IsZero() {
+		started = s.store.Now().Round(0)
+	}
 	var effErr error
 	var out Outcome
 	p, decErr := DecodePayload(row.Payload)
@@ -355,14 +361,14 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 	if effErr == nil {
 		// Recorded even if shutdown began after the effect finished.
 		if c == nil {
-			*outcome, *dbErr = s.completeOne(ctx, token, row, out, start, writeBy)
+			*outcome, *dbErr = s.completeOne(ctx, token, row, out, start, started, writeBy)
 			if kept != nil {
 				*kept = out
 			}
 			return
 		}
 		handed = true
-		c.add(completion{i: i, row: row, out: out, start: start})
+		c.add(completion{i: i, row: row, out: out, start: start, started: started})
 		return
 	}
 	if ctx.Err() != nil {
@@ -372,7 +378,7 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 		*outcome = OutcomeAbandoned
 		return
 	}
-	*outcome, *dbErr = s.fail(ctx, token, row, effErr, took, writeBy)
+	*outcome, *dbErr = s.fail(ctx, token, row, effErr, took, started, writeBy)
 }
 
 // writeCtx bounds recording one result: by writeBy when set, else within
@@ -384,20 +390,13 @@ func writeCtx(ctx context.Context, writeBy time.Time) (context.Context, context.
 	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 }
 
-// completeOne records one successful attempt, fenced by token.
-func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, out Outcome, start, writeBy time.Time) (string, error) {
+// completeOne records one successful attempt, fenced by token. It goes
+// through CompleteBatch, which stores a note and the attempt's details.
+func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, out Outcome, start, started, writeBy time.Time) (string, error) {
 	wctx, cancel := writeCtx(ctx, writeBy)
 	defer cancel()
-	var held bool
-	var err error
-	if out.Note == "" {
-		held, err = s.store.Complete(wctx, row.ID, token, out.Result, out.FollowUps)
-	} else {
-		// Only CompleteBatch stores a note.
-		var hs []bool
-		hs, err = s.store.CompleteBatch(wctx, token, []store.Completion{{ID: row.ID, Result: out.Result, FollowUps: out.FollowUps, Note: out.Note}})
-		held = err == nil && len(hs) == 1 && hs[0]
-	}
+	hs, err := s.store.CompleteBatch(wctx, token, []store.Completion{out.completion(row.ID, started)})
+	held := err == nil && len(hs) == 1 && hs[0]
 	took := time.Since(start)
 	switch {
 	case errors.Is(err, store.ErrCommitUnknown):
@@ -419,7 +418,7 @@ func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, 
 }
 
 // fail records a failed attempt, fenced by token.
-func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr error, took time.Duration, writeBy time.Time) (string, error) {
+func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr error, took time.Duration, started, writeBy time.Time) (string, error) {
 	wctx, cancel := writeCtx(ctx, writeBy)
 	defer cancel()
 	f := AsFailure(effErr)
@@ -453,7 +452,11 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 			}
 		}
 	}
-	fr, err := s.store.Fail(wctx, row.ID, token, kind, f.Error(), retryAfter)
+	fr, err := s.store.Fail(wctx, row.ID, token, store.Failure{Kind: kind, Msg: f.Error(), RetryAfter: retryAfter,
+		Attempt: store.AttemptNote{StartedAt: started, Status: f.status()},
+		// A row handed back was not attempted: no attempt is recorded
+		// (unless it parks, which an operator must see).
+		GivenBack: f.Class == Unavailable && kind != store.FailPermanent})
 	if err != nil {
 		s.logRow(slog.LevelError, row, "effect failed and the failure was not recorded", "code", f.Code, "err", err)
 		return "", err
@@ -517,10 +520,11 @@ const writeTimeout = 10 * time.Second
 
 // completion is a successful attempt waiting to be recorded.
 type completion struct {
-	i     int // the row's place in the batch
-	row   store.Row
-	out   Outcome
-	start time.Time
+	i       int // the row's place in the batch
+	row     store.Row
+	out     Outcome
+	start   time.Time // when the performer began (process clock, for latency)
+	started time.Time // the attempt's recorded start (the claim's time)
 }
 
 // completer records the successful attempts of one sweep in batches, each
@@ -580,7 +584,7 @@ func (c *completer) write(batch []completion) {
 	s := c.s
 	done := make([]store.Completion, len(batch))
 	for j, x := range batch {
-		done[j] = store.Completion{ID: x.row.ID, Result: x.out.Result, FollowUps: x.out.FollowUps, Note: x.out.Note}
+		done[j] = x.out.completion(x.row.ID, x.started)
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), writeTimeout)
 	held, err := s.store.CompleteBatch(wctx, c.token, done)

@@ -223,16 +223,18 @@ func (s *Store) Complete(ctx context.Context, id int64, token, result string, fo
 			  FROM clock
 			 WHERE id = $3 AND claim_token = $4 AND status = 'pending'
 			RETURNING pg_current_xact_id()::text`, off, res, id, token).Scan(&xid)
+		b := &pgx.Batch{}
 		if errors.Is(err, pgx.ErrNoRows) {
-			return "", nil // lease lost: nothing written
+			// Lease lost: nothing of the row is written, the attempt is
+			// recorded fenced.
+			queueAttempts(b, off, token, []attemptRecord{{id: id, outcome: store.AttemptFenced}})
+			return "", tx.SendBatch(ctx, b).Close()
 		}
 		if err != nil {
 			return "", err
 		}
-		if held = true; len(followUps) == 0 {
-			return xid, nil
-		}
-		b := &pgx.Batch{}
+		held = true
+		queueAttempts(b, off, token, []attemptRecord{{id: id, outcome: store.AttemptDone}})
 		queueRows(b, off, followUps)
 		return xid, tx.SendBatch(ctx, b).Close()
 	})
@@ -292,14 +294,17 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []store.Co
 			return "", err
 		}
 		b := &pgx.Batch{}
+		recs := make([]attemptRecord, len(done))
 		for i, c := range done {
+			recs[i] = attemptRecord{id: c.ID, outcome: store.AttemptFenced, note: c.Attempt}
 			if held[i] = got[c.ID]; held[i] {
+				recs[i].outcome = store.AttemptDone
 				queueRows(b, off, c.FollowUps)
 			}
 		}
-		if b.Len() == 0 {
-			return xid, nil
-		}
+		// Sent in the same pipeline as the follow-ups: no round trip of
+		// its own.
+		queueAttempts(b, off, token, recs)
 		return xid, tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
@@ -311,8 +316,14 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []store.Co
 // Fail records a failed attempt if token still holds the row: it keeps msg
 // as last_error and either reschedules the row (releasing the lease) or
 // parks it (store.Options.Next decides, on the database's clock).
-func (s *Store) Fail(ctx context.Context, id int64, token string, kind store.FailKind, msg string, retryAfter time.Duration) (store.FailResult, error) {
+//
+// The attempt is recorded (retry or parked; fenced when the lease was lost)
+// by one more statement, sent in the same pipeline as the UPDATE, unless
+// f.GivenBack.
+func (s *Store) Fail(ctx context.Context, id int64, token string, f store.Failure) (store.FailResult, error) {
+	kind, msg := f.Kind, f.Msg
 	var out store.FailResult
+	off := s.offset.Load()
 	err := s.inTxResolving(ctx, func(tx pgx.Tx) (string, error) {
 		out = store.FailResult{}
 		var attempts int
@@ -320,23 +331,39 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind store.Fai
 		err := tx.QueryRow(ctx, `WITH `+clockCTE+`
 			SELECT attempts, clock.now FROM outbox, clock
 			 WHERE id = $2 AND claim_token = $3 AND status = 'pending'
-			   FOR UPDATE OF outbox`, s.offset.Load(), id, token).Scan(&attempts, &nowMS)
+			   FOR UPDATE OF outbox`, off, id, token).Scan(&attempts, &nowMS)
+		b := &pgx.Batch{}
 		if errors.Is(err, pgx.ErrNoRows) {
-			return "", nil // lease lost
+			// Lease lost: the row is left as it is, the attempt is told.
+			if f.GivenBack {
+				return "", nil
+			}
+			queueAttempts(b, off, token, []attemptRecord{{id: id, outcome: store.AttemptFenced, errText: msg, note: f.Attempt}})
+			return "", tx.SendBatch(ctx, b).Close()
 		}
 		if err != nil {
 			return "", err
 		}
-		out = s.opts.Next(kind, attempts, time.UnixMilli(nowMS), retryAfter)
+		out = s.opts.Next(kind, attempts, time.UnixMilli(nowMS), f.RetryAfter)
 		// The row is locked since the read above; the fence is repeated anyway.
 		var xid string
-		err = tx.QueryRow(ctx, `UPDATE outbox
+		b.Queue(`UPDATE outbox
 			    SET status = $1, attempts = $2, next_attempt_at = $3, last_error = $4,
 			        claim_token = NULL, claim_expires_at = NULL,
 			        outcome_unknown = outcome_unknown OR $7
 			  WHERE id = $5 AND claim_token = $6
 			RETURNING pg_current_xact_id()::text`,
-			out.Status, out.Attempts, out.NextAttemptAt.UnixMilli(), msg, id, token, kind == store.FailUnknown).Scan(&xid)
+			out.Status, out.Attempts, out.NextAttemptAt.UnixMilli(), msg, id, token, kind == store.FailUnknown).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&xid)
+		})
+		if !f.GivenBack {
+			outcome := store.AttemptRetry
+			if out.Status == store.StatusParked {
+				outcome = store.AttemptParked
+			}
+			queueAttempts(b, off, token, []attemptRecord{{id: id, outcome: outcome, errText: msg, note: f.Attempt}})
+		}
+		err = tx.SendBatch(ctx, b).Close()
 		return xid, err
 	})
 	if err != nil {
