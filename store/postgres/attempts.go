@@ -15,11 +15,11 @@ import (
 // Attempts (issue 31), as on SQLite (store/sqlite/attempts.go): a row's
 // attempts live in outbox_attempts (schema.sql, migration 12), keyed by
 // (row, claim token) and deleted with their row (ON DELETE CASCADE).
-// Complete, CompleteBatch and Fail each add ONE statement to their own
-// transaction, queued in the same pipeline (pgx.Batch) as the statements
-// they already send after the fenced UPDATE, so that it costs no round
-// trip of its own where they had one: done/retry/parked, or fenced when
-// the fence found the lease lost. An attempt whose claimer never said how
+// Complete and CompleteBatch record theirs inside their fenced UPDATE's own
+// statement (a data-modifying WITH: done, or fenced for the rows whose
+// fence failed), Fail with one more statement sent in the same pipeline
+// (pgx.Batch) as its UPDATE: no round trip of its own. A Complete whose
+// fence failed records fenced with one statement on that rare path. An attempt whose claimer never said how
 // it ended is written as unknown by the trigger outbox_attempt_unknown,
 // inside the statement of the claim (or discard) that takes the row from
 // its expired lease.
@@ -30,21 +30,32 @@ import (
 // attempt of the row. Attempts numbers what it reads in order (n, then
 // start), so a history never shows a number twice.
 
-// attemptsSQL records the attempts of one claim: $1 clock offset, $2 claim
-// token, and per row $3 id, $4 start (NULL: now), $5 outcome, $6 error,
-// $7 status, $8 result. A row that no longer exists gets no attempt; an
-// attempt the claim trigger recorded as unknown (the same claim) is ended
-// instead, keeping its number and start.
-const attemptsSQL = `WITH ` + clockCTE + `,
-	a AS (SELECT * FROM unnest($3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[])
-	                 AS a(id, started_at, outcome, error, status, result))
-	INSERT INTO outbox_attempts (row_id, claim_token, n, started_at, ended_at, outcome, error, status, result)
-	SELECT o.id, $2, coalesce((SELECT max(p.n) FROM outbox_attempts p WHERE p.row_id = o.id), 0) + 1,
-	       coalesce(a.started_at, clock.now), clock.now, a.outcome, a.error, a.status, a.result
-	  FROM a JOIN outbox o ON o.id = a.id, clock
+// attemptUpsert is the INSERT that records attempts from sel, a SELECT of
+// (row_id, claim_token, n, started_at, ended_at, outcome, error, status,
+// result). An attempt the claim trigger recorded as unknown (the same
+// claim) is ended instead, keeping its number and start.
+func attemptUpsert(sel string) string {
+	return `INSERT INTO outbox_attempts (row_id, claim_token, n, started_at, ended_at, outcome, error, status, result)
+	` + sel + `
 	ON CONFLICT (row_id, claim_token) DO UPDATE
 	   SET ended_at = excluded.ended_at, outcome = excluded.outcome, error = excluded.error,
 	       status = excluded.status, result = excluded.result`
+}
+
+// nextN is the next attempt number of the row whose id is the SQL
+// expression id.
+func nextN(id string) string {
+	return `coalesce((SELECT max(p.n) FROM outbox_attempts p WHERE p.row_id = ` + id + `), 0) + 1`
+}
+
+// attemptsSQL records the attempts of one claim: $1 clock offset, $2 claim
+// token, and per row $3 id, $4 start (NULL: now), $5 outcome, $6 error,
+// $7 status, $8 result. A row that no longer exists gets no attempt.
+var attemptsSQL = `WITH ` + clockCTE + `,
+	a AS (SELECT * FROM unnest($3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[])
+	                 AS a(id, started_at, outcome, error, status, result))
+	` + attemptUpsert(`SELECT o.id, $2, `+nextN("o.id")+`, coalesce(a.started_at, clock.now), clock.now, a.outcome, a.error, a.status, a.result
+	  FROM a JOIN outbox o ON o.id = a.id, clock`)
 
 // attemptRecord is one row of attemptsSQL.
 type attemptRecord struct {
