@@ -34,6 +34,12 @@
 //	   └──────────── Requeue (operator: an undo) ◀────────────────┘
 //
 // An operator may also Discard a pending row that no live lease holds.
+//
+// Attempts. Each claim that performs a row is one attempt, recorded in the
+// database (AttemptLog, attempts.go): by Complete, CompleteBatch and Fail in
+// their own transaction (fenced, changing nothing else, when the lease was
+// lost), or as unknown by the claim that takes the row from an expired
+// lease. They are deleted with their row.
 package store
 
 import (

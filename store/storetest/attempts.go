@@ -265,8 +265,13 @@ func testAttempts(t *testing.T, newDB NewDB) {
 		close(stop)
 		wg.Wait()
 		errs.Range(func(k, v any) bool { t.Errorf("%v: %v", k, v); return true })
+		outcomes := map[string]int{}
+		defer func() { t.Logf("outcomes of every attempt: %v", outcomes) }()
 		for _, r := range all(t, s) {
 			got := mustAttempts(t, s, r.ID)
+			for _, a := range got {
+				outcomes[a.Outcome]++
+			}
 			counted, done := 0, 0
 			for i, a := range got {
 				if a.N != i+1 || a.RowID != r.ID {
