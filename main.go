@@ -8,6 +8,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -972,8 +973,12 @@ func outboxCmd(g *globals) *cobra.Command {
 					}
 					waiting = waitsFor(r, daemons, st.Now())
 				}
+				attempts, err := st.Attempts(cmd.Context(), id)
+				if err != nil && !errors.Is(err, store.ErrNotFound) { // pruned since the Get: none
+					return err
+				}
 				if showJSON {
-					return showRowJSON(g.stdout, r, waiting)
+					return showRowJSON(g.stdout, r, waiting, attempts)
 				}
 				t := func(v time.Time) string {
 					if v.IsZero() {
@@ -997,6 +1002,7 @@ func outboxCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(w, "note\t%s\n", r.Note)
 				}
 				w.Flush()
+				printAttempts(g.stdout, attempts)
 				fmt.Fprintln(g.stdout, "payload:")
 				printRedacted(g.stdout, []byte(r.Payload))
 				if r.RequestID != "" {
@@ -1025,7 +1031,13 @@ func outboxCmd(g *globals) *cobra.Command {
 		"attempt, the running daemon's next sweep, or a process that has what the row needs\n" +
 		"(the credential no running daemon has: each records at its heartbeat what it can\n" +
 		"perform)."
-	show.Flags().BoolVar(&showJSON, "json", false, "print JSON: the row's fields, what it waits for (waiting_for), its payload and its stored request (redacted as in the text)")
+	show.Long += "\n\n" +
+		"Its attempts are listed oldest first: each one's number, start (the claim's time),\n" +
+		"duration, outcome (done, retry, parked; fenced: its lease was lost and nothing of it\n" +
+		"was written; unknown: its process stopped or died mid-effect and its lease ran out),\n" +
+		"the handler's HTTP status or Slack's error, what it produced (a message ts, the\n" +
+		"handler's status) and its error."
+	show.Flags().BoolVar(&showJSON, "json", false, "print JSON: the row's fields, what it waits for (waiting_for), its attempts, its payload and its stored request (redacted as in the text)")
 	c.AddCommand(list, show, retryCmd(g), discardCmd(g))
 	return c
 }
@@ -1054,14 +1066,55 @@ func rowJSON(r store.Row) map[string]any {
 		"last_error": r.LastError, "result": r.Result, "request_id": r.RequestID}
 }
 
-// showRowJSON prints one row with its payload and stored request, both
-// redacted as the text form redacts them.
-func showRowJSON(w io.Writer, r store.Row, waiting string) error {
+// printAttempts prints a row's attempts as a timeline (outbox show).
+func printAttempts(out io.Writer, attempts []store.Attempt) {
+	if len(attempts) == 0 {
+		fmt.Fprintln(out, "attempts: none")
+		return
+	}
+	fmt.Fprintln(out, "attempts:")
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "  N\tSTARTED\tTOOK\tOUTCOME\tSTATUS\tRESULT\tERROR")
+	dash := func(v string) string { return cmp.Or(v, "-") }
+	for _, a := range attempts {
+		took := "-"
+		if !a.EndedAt.IsZero() {
+			took = a.EndedAt.Sub(a.StartedAt).Round(time.Millisecond).String()
+		}
+		errText := a.Error
+		if a.Outcome == store.AttemptUnknown && errText == "" {
+			errText = "(its lease ran out with no word from its process: it may have taken effect)"
+		}
+		fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.N, a.StartedAt.UTC().Format(time.RFC3339Nano), took,
+			a.Outcome, dash(a.Status), dash(oneLine(a.Result, 40)), dash(oneLine(errText, 100)))
+	}
+	w.Flush()
+}
+
+// attemptsJSON is a row's attempts for show --json: times RFC 3339 in UTC
+// (ended_at and duration_ms null for an unknown outcome).
+func attemptsJSON(attempts []store.Attempt) []map[string]any {
+	out := make([]map[string]any, 0, len(attempts))
+	for _, a := range attempts {
+		var ended, took any
+		if !a.EndedAt.IsZero() {
+			ended, took = a.EndedAt.UTC().Format(time.RFC3339Nano), a.EndedAt.Sub(a.StartedAt).Milliseconds()
+		}
+		out = append(out, map[string]any{"n": a.N, "started_at": a.StartedAt.UTC().Format(time.RFC3339Nano),
+			"ended_at": ended, "duration_ms": took, "outcome": a.Outcome, "status": a.Status, "error": a.Error, "result": a.Result})
+	}
+	return out
+}
+
+// showRowJSON prints one row with its attempts, payload and stored request,
+// the last two redacted as the text form redacts them.
+func showRowJSON(w io.Writer, r store.Row, waiting string, attempts []store.Attempt) error {
 	out := rowJSON(r)
 	out["waiting_for"] = nil
 	if waiting != "" {
 		out["waiting_for"] = waiting
 	}
+	out["attempts"] = attemptsJSON(attempts)
 	redacted := func(doc []byte) any {
 		var v any
 		if json.Unmarshal(doc, &v) != nil {

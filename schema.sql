@@ -405,3 +405,70 @@ ALTER TABLE ackd_installations ADD COLUMN slack_installed_at INTEGER NOT NULL DE
 -- the attempt after a crash or a lost lease finishes the same messages
 -- instead of posting the answer again. NULL for every other effect.
 ALTER TABLE outbox ADD COLUMN progress TEXT;
+
+-- migrate: 13
+-- cost: a new table and a trigger, reads no row
+
+-- Attempts are history, not a counter (`ackd outbox show ID`, the
+-- console): one row per performance of an outbox row, keyed by the claim
+-- that made it (a sweep's claim token: one claim, one attempt). n numbers a
+-- row's attempts from 1 in the order they were recorded. outcome is done,
+-- retry, parked, fenced (the claim had lost its lease: nothing of it was
+-- written to the row) or unknown (the claimer said nothing before its
+-- lease ran out: it died or stalled, and the effect may have happened);
+-- status is the handler's HTTP status or Slack's error, result what the
+-- attempt produced (a message ts, the handler's status). Times are ms.
+--
+-- The sweep writes a row's attempt in the transaction that completes or
+-- fails it, one statement for a whole batch (store/sqlite/attempts.go); the
+-- ack path never writes here. Deleted with their outbox row (ON DELETE
+-- CASCADE: pruning, by any binary, since every ackd connection turns
+-- foreign_keys on).
+CREATE TABLE outbox_attempts (
+  row_id      INTEGER NOT NULL REFERENCES outbox (id) ON DELETE CASCADE,
+  claim_token TEXT    NOT NULL,
+  n           INTEGER NOT NULL,
+  started_at  INTEGER NOT NULL,
+  ended_at    INTEGER,
+  outcome     TEXT    NOT NULL
+              CHECK (outcome IN ('done', 'retry', 'parked', 'fenced', 'unknown')),
+  error       TEXT,
+  status      TEXT,
+  result      TEXT,
+  PRIMARY KEY (row_id, claim_token)
+) WITHOUT ROWID;
+
+-- An attempt nobody ended: a claim takes a row from another token whose
+-- lease ran out (or an operator discards such a row), so that claimer
+-- neither completed nor failed it. Its attempt is recorded here, inside
+-- that claim's (or discard's) own statement, while the old lease is still
+-- known: it started at the old claim's time (lease end minus lease length).
+-- Only such takeovers fire it; a claim of a free row, a completion and a
+-- failure do not. A late Complete or Fail of that claimer turns it into
+-- "fenced" (the same key).
+CREATE TRIGGER outbox_attempt_unknown
+AFTER UPDATE OF claim_token ON outbox
+WHEN old.claim_token IS NOT NULL AND old.status = 'pending'
+ AND new.claim_token IS NOT old.claim_token
+ AND (new.claim_token IS NOT NULL OR new.status = 'discarded')
+BEGIN
+  INSERT INTO outbox_attempts (row_id, claim_token, n, started_at, outcome)
+  SELECT old.id, old.claim_token, coalesce(max(a.n), 0) + 1,
+         coalesce(old.claim_expires_at - old.claim_lease_ms, old.first_claimed_at, old.created_at),
+         'unknown'
+    FROM outbox_attempts AS a
+   WHERE a.row_id = old.id
+  ON CONFLICT (row_id, claim_token) DO NOTHING;
+END;
+
+-- `sqlite3 /var/lib/ackd/ackd.db 'SELECT * FROM outbox_attempts_readable WHERE row_id = 42'`
+CREATE VIEW outbox_attempts_readable AS
+SELECT row_id,
+       n,
+       strftime('%Y-%m-%d %H:%M:%f', started_at / 1000.0, 'unixepoch') AS started,
+       CASE WHEN ended_at IS NOT NULL THEN (ended_at - started_at) / 1000.0 END AS seconds,
+       outcome,
+       status,
+       error,
+       result
+  FROM outbox_attempts;

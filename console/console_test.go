@@ -164,7 +164,7 @@ func park(t *testing.T, st store.Store) {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		if _, err := st.Fail(context.Background(), r.ID, "park", store.FailPermanent, "handler said 404 <b>not found</b>", 0); err != nil {
+		if _, err := st.Fail(context.Background(), r.ID, "park", store.Failure{Kind: store.FailPermanent, Msg: "handler said 404 <b>not found</b>", Attempt: store.AttemptNote{Status: "404"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -258,7 +258,7 @@ func TestConsole(t *testing.T) {
 			if code != http.StatusOK {
 				t.Fatalf("status %d\n%s", code, body)
 			}
-			for _, want := range []string{`data-receipt="EvPARK"`, `data-action="retry"`, `data-action="discard"`, `data-action="replay"`,
+			for _, want := range []string{`data-receipt="EvPARK"`, `data-action="retry"`, `data-action="discard"`, `data-action="replay"`, `data-attempt="1"`,
 				"https://hooks.slack.com/(redacted)", `&#34;token&#34;: &#34;(redacted)&#34;`, "handler said 404"} {
 				if !strings.Contains(body, want) {
 					t.Errorf("row page lacks %q", want)
@@ -272,6 +272,22 @@ func TestConsole(t *testing.T) {
 			_, body = s.get(fmt.Sprintf("/rows/%d", pending.ID))
 			if !strings.Contains(body, `data-action="discard"`) || strings.Contains(body, `data-action="retry"`) || strings.Contains(body, `data-action="replay"`) {
 				t.Errorf("a pending row's actions are not discard alone:\n%s", body)
+			}
+		})
+
+		t.Run("the attempt timeline: each attempt with its outcome, status and error", func(t *testing.T) {
+			_, body := s.get(fmt.Sprintf("/rows/%d", parked.ID))
+			m := regexp.MustCompile(`(?s)<li data-attempt="1">(.*?)</li>`).FindStringSubmatch(body)
+			if m == nil {
+				t.Fatalf("no attempt 1:\n%s", body)
+			}
+			for _, want := range []string{"parked", "status 404", "handler said 404 &lt;b&gt;not found&lt;/b&gt;"} {
+				if !strings.Contains(m[1], want) {
+					t.Errorf("attempt 1 lacks %q: %s", want, m[1])
+				}
+			}
+			if strings.Contains(body, `data-attempt="2"`) {
+				t.Error("a second attempt shown")
 			}
 		})
 

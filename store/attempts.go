@@ -16,6 +16,22 @@ const (
 
 // Attempt is one performance of a row, recorded in the database on both
 // engines and pruned with its row (issue 31, DESIGN §11 "The console").
+//
+// One claim makes one attempt (the engines key an attempt by its claim
+// token). Complete, CompleteBatch and Fail record it in their own
+// transaction, with one statement however many rows they end; a late one,
+// whose fence finds the lease lost, records it as fenced in the same
+// transaction and changes nothing else. An attempt nobody ended is recorded
+// as unknown by the claim (or the discard) that takes the row from its
+// expired lease, inside that claim's statement, with the old claim's start;
+// a later Complete or Fail of the same claim turns it into fenced.
+//
+// N numbers a row's attempts from 1 in the order they were recorded. It
+// counts every claim that performed the row, so it matches the row's
+// attempts column while each attempt ends in Complete or Fail; it runs
+// ahead of it by the attempts that column does not count (rate limited and
+// unknown ones) and keeps counting across a requeue, which starts the
+// column again from 0.
 type Attempt struct {
 	RowID     int64
 	N         int       // 1 for the row's first attempt
@@ -36,6 +52,31 @@ type Attempt struct {
 // path).
 type AttemptLog interface {
 	// Attempts returns row id's attempts, oldest first (an empty list for a
-	// row never attempted; ErrNotFound when there is no such row).
+	// row never attempted, or a database whose schema predates attempts;
+	// ErrNotFound when there is no such row).
 	Attempts(ctx context.Context, id int64) ([]Attempt, error)
+}
+
+// AttemptNote is what the performer knows of an attempt that the store
+// does not, passed to Complete/CompleteBatch (Completion.Attempt) and Fail
+// (Failure.Attempt) to be recorded with it.
+type AttemptNote struct {
+	// StartedAt is the claim's time (sweep's Job.ClaimedAt), or when the
+	// performer began; zero records the attempt's end as its start.
+	StartedAt time.Time
+	Status    string // Attempt.Status: the handler's HTTP status or Slack's error
+	Result    string // Attempt.Result: a message ts, the handler's status
+}
+
+// Failure is one failed attempt, for Fail.
+type Failure struct {
+	Kind FailKind
+	// Msg is kept as the row's last_error and as the attempt's error.
+	Msg string
+	// RetryAfter is when a FailRateLimited row is due again.
+	RetryAfter time.Duration
+	Attempt    AttemptNote
+	// GivenBack: nothing was attempted (this process lacks what the row
+	// needs and hands it back for one that has it): no attempt is recorded.
+	GivenBack bool
 }

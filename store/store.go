@@ -34,6 +34,12 @@
 //	   └──────────── Requeue (operator: an undo) ◀────────────────┘
 //
 // An operator may also Discard a pending row that no live lease holds.
+//
+// Attempts. Each claim that performs a row is one attempt, recorded in the
+// database (AttemptLog, attempts.go): by Complete, CompleteBatch and Fail in
+// their own transaction (fenced, changing nothing else, when the lease was
+// lost), or as unknown by the claim that takes the row from an expired
+// lease. They are deleted with their row.
 package store
 
 import (
@@ -88,7 +94,8 @@ type Store interface {
 	// successful attempt (attempts+1: a row done on its first attempt shows
 	// 1), storing result and enqueueing followUps in the same transaction.
 	// last_error is kept: it is the last failed attempt's. held == false: the
-	// lease was lost, nothing was written.
+	// lease was lost, nothing was written but the attempt (fenced). The
+	// attempt is recorded with no AttemptNote: CompleteBatch takes one.
 	Complete(ctx context.Context, id int64, token, result string, followUps []NewRow) (held bool, err error)
 	// CompleteBatch is Complete for many rows of one claim, in one
 	// transaction: each row is marked done (its attempt counted, as
@@ -99,8 +106,10 @@ type Store interface {
 	// written.
 	CompleteBatch(ctx context.Context, token string, done []Completion) (held []bool, err error)
 	// Fail records a failed attempt if token still holds the row. Kind
-	// FailUnknown also marks the row OutcomeUnknown.
-	Fail(ctx context.Context, id int64, token string, kind FailKind, msg string, retryAfter time.Duration) (FailResult, error)
+	// FailUnknown also marks the row OutcomeUnknown. The attempt is
+	// recorded (retry, parked; fenced when the lease was lost) in the same
+	// transaction, unless f.GivenBack.
+	Fail(ctx context.Context, id int64, token string, f Failure) (FailResult, error)
 	// SaveStepReply stores reply as the result of pending row id while
 	// token holds it, leaving everything else as it is: a workflow step's
 	// handler answered, and what it said is kept before Slack is told, so
@@ -217,6 +226,9 @@ type Completion struct {
 	Result    string   // stored in result; "" stores NULL
 	FollowUps []NewRow // enqueued in the same transaction, only if the fence holds
 	Note      string   // stored in note (Row.Note); "" stores NULL
+	// Attempt is recorded with the row's attempt (done, or fenced when the
+	// lease was lost), in the same transaction.
+	Attempt AttemptNote
 }
 
 // ClaimFilter restricts a claim to rows a process can perform. A sweep

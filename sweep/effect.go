@@ -1,9 +1,12 @@
 package sweep
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ackd/ackd/store"
@@ -129,4 +132,41 @@ func AsFailure(err error) *Failure {
 		return f
 	}
 	return &Failure{Class: Retryable, Err: err}
+}
+
+// completion is o as row id's store.Completion, with the attempt's details
+// (started: its recorded start).
+func (o Outcome) completion(id int64, started time.Time) store.Completion {
+	status, res := o.attemptResult()
+	return store.Completion{ID: id, Result: o.Result, FollowUps: o.FollowUps, Note: o.Note,
+		Attempt: store.AttemptNote{StartedAt: started, Status: status, Result: res}}
+}
+
+// attemptResult reads what a successful attempt's history shows from its
+// stored result (each effect's JSON): status is the handler's HTTP status
+// ("status": forward, redeliver, step, stream), result the message's ts
+// when there is one (post, update, react, stream), else that status.
+func (o Outcome) attemptResult() (status, result string) {
+	if o.Result == "" {
+		return "", ""
+	}
+	var r struct {
+		Status json.Number `json:"status"`
+		TS     string      `json:"ts"`
+	}
+	if json.Unmarshal([]byte(o.Result), &r) != nil {
+		return "", ""
+	}
+	status = r.Status.String()
+	return status, cmp.Or(r.TS, status)
+}
+
+// status is what a failed attempt's history shows as its status: the HTTP
+// status of an answer ("http_503" → "503"), else the failure's code,
+// Slack's error among them ("channel_not_found", "ratelimited", "timeout").
+func (f *Failure) status() string {
+	if n, ok := strings.CutPrefix(f.Code, "http_"); ok {
+		return n
+	}
+	return f.Code
 }

@@ -206,7 +206,10 @@ func (s *Sweeper) runOnce(ctx context.Context) (Result, error) {
 			if i >= len(rows) {
 				return
 			}
-			s.perform(ctx, token, leaseEnd, i, rows[i], c, 0, time.Time{}, &outcomes[i], &errs[i], nil)
+			a := attempt{token: token, leaseEnd: leaseEnd, i: i, row: rows[i]}
+			if r := s.perform(ctx, a, c); !r.handed {
+				outcomes[i], errs[i] = r.outcome, r.err
+			}
 		}
 	}
 	var wg sync.WaitGroup
@@ -272,34 +275,54 @@ type Attempt struct {
 // is, so the sweep retries the row after its backoff. The error is a
 // database error (store.ErrCommitUnknown: the result may be recorded).
 func (s *Sweeper) PerformClaimed(ctx context.Context, token string, leaseEnd time.Time, row store.Row, limit time.Duration, writeBy time.Time) (Attempt, error) {
-	var (
-		outcome string
-		err     error
-		out     Outcome
-	)
-	s.perform(ctx, token, leaseEnd, 0, row, nil, limit, writeBy, &outcome, &err, &out)
-	a := Attempt{Outcome: outcome}
-	if outcome == OutcomeDone {
-		a.Reply, a.ReplyType = out.Reply, out.ReplyType
+	r := s.perform(ctx, attempt{token: token, leaseEnd: leaseEnd, row: row, limit: limit, writeBy: writeBy}, nil)
+	a := Attempt{Outcome: r.outcome}
+	if r.outcome == OutcomeDone {
+		a.Reply, a.ReplyType = r.out.Reply, r.out.ReplyType
 	}
-	return a, err
+	return a, r.err
+}
+
+// attempt is one claimed row on its way from the claim to the record of
+// how its performance ended (store.Attempt).
+type attempt struct {
+	token    string    // the claim's token: every write about the row is fenced by it
+	leaseEnd time.Time // the claim's lease end: no effect may start that would outlast it
+	i        int       // the row's place in the batch (the completer's slot)
+	row      store.Row
+	limit    time.Duration // if positive, caps the effect's timeout (an inline attempt)
+	writeBy  time.Time     // if not zero, when recording the result must be over
+	// started is the attempt's start as its history records it: the
+	// claim's time, or (an inline attempt) when perform began, on the
+	// store's clock. Set by perform.
+	started time.Time
+}
+
+// performed is how perform left an attempt.
+type performed struct {
+	outcome string // OutcomeDone, OutcomeRetry, …; "" with err: the database failed
+	err     error  // a database error (the effect's own failure is recorded on the row)
+	out     Outcome
+	// handed: the success went to the completer, which fills in the
+	// outcome (perform's outcome and err are then empty).
+	handed bool
 }
 
 // perform runs one row's effect. A success is handed to c, which records
-// it fenced by token and fills in *outcome and *dbErr, or, with no c (one
-// row answered inline), recorded here with Complete and kept in *kept;
-// anything else is recorded here. limit, if positive, caps the effect's
-// timeout; writeBy, if not zero, bounds recording the result. *dbErr is
-// a database error; the effect's own failure is recorded on the row.
-func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time, i int, row store.Row, c *completer, limit time.Duration, writeBy time.Time, outcome *string, dbErr *error, kept *Outcome) {
+// it fenced by the token and fills in its outcome, or, with no c (one row
+// answered inline), recorded here and returned with the effect's Outcome;
+// anything else is recorded here. Every attempt that ends is recorded in
+// the row's history (store.Attempt) by the same write.
+func (s *Sweeper) perform(ctx context.Context, a attempt, c *completer) (res performed) {
+	row, token := a.row, a.token
 	start := time.Now()
-	handed := false
 	defer func() {
-		if s.obs != nil && !handed {
-			if *outcome == "" {
-				*outcome = OutcomeError
+		if s.obs != nil && !res.handed {
+			outcome := res.outcome
+			if outcome == "" {
+				outcome = OutcomeError
 			}
-			s.obs.Attempt(row.Effect, *outcome, time.Since(start))
+			s.obs.Attempt(row.Effect, outcome, time.Since(start))
 		}
 	}()
 	job := Job{Row: row, Attempt: row.Attempts + 1, Progress: rowProgress{st: s.store, id: row.ID, token: token}}
@@ -307,6 +330,10 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 		// A sweep's own claim stamped now+Lease; an inline attempt's row
 		// was written leased for another length.
 		job.ClaimedAt = row.ClaimExpiresAt.Add(-s.cfg.Lease)
+	}
+	a.started = job.ClaimedAt
+	if a.started.IsZero() {
+		a.started = s.store.Now().Round(0)
 	}
 	var effErr error
 	var out Outcome
@@ -326,25 +353,23 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 		// The effect's deadline stays inside the lease, so a row is never
 		// performed twice at once because its effect overran the lease.
 		timeout := min(p.Timeout(s.cfg.DefaultTimeout), s.cfg.Lease*9/10)
-		if limit > 0 {
-			timeout = min(timeout, limit)
+		if a.limit > 0 {
+			timeout = min(timeout, a.limit)
 		}
 		// Rows wait in the batch for a free worker while the lease runs. A
 		// row whose whole timeout no longer fits in what is left is not
 		// started: once the lease expires another sweep may claim it, and
 		// both would perform it at once. It comes back at expiry.
-		if leaseEnd.Sub(s.store.Now().Round(0)) < timeout {
+		if a.leaseEnd.Sub(s.store.Now().Round(0)) < timeout {
 			s.logRow(slog.LevelWarn, row, "effect not started: too little of the lease is left after waiting in the batch; the row is retried when its lease expires (lease too short for batch/workers × timeout)",
 				"outcome", OutcomeAbandoned, "lease", s.cfg.Lease, "timeout", timeout)
-			*outcome = OutcomeAbandoned
-			return
+			return performed{outcome: OutcomeAbandoned}
 		}
 		if ctx.Err() != nil {
 			// Shutdown began while the row waited for a worker: it is not
 			// started at all (an effect that ignores ctx would still run),
 			// and comes back when its lease expires.
-			*outcome = OutcomeAbandoned
-			return
+			return performed{outcome: OutcomeAbandoned}
 		}
 		ectx, cancel := context.WithTimeout(ctx, timeout)
 		out, effErr = perf.Perform(ectx, job)
@@ -355,24 +380,20 @@ func (s *Sweeper) perform(ctx context.Context, token string, leaseEnd time.Time,
 	if effErr == nil {
 		// Recorded even if shutdown began after the effect finished.
 		if c == nil {
-			*outcome, *dbErr = s.completeOne(ctx, token, row, out, start, writeBy)
-			if kept != nil {
-				*kept = out
-			}
-			return
+			outcome, err := s.completeOne(ctx, a, out, start)
+			return performed{outcome: outcome, err: err, out: out}
 		}
-		handed = true
-		c.add(completion{i: i, row: row, out: out, start: start})
-		return
+		c.add(completion{attempt: a, out: out, start: start})
+		return performed{handed: true}
 	}
 	if ctx.Err() != nil {
 		// An effect cut short by shutdown is left to its lease.
 		s.logRow(slog.LevelWarn, row, "effect cancelled by shutdown; the row is retried when its lease expires",
 			"outcome", OutcomeAbandoned, "latency_ms", took.Milliseconds())
-		*outcome = OutcomeAbandoned
-		return
+		return performed{outcome: OutcomeAbandoned}
 	}
-	*outcome, *dbErr = s.fail(ctx, token, row, effErr, took, writeBy)
+	outcome, err := s.fail(ctx, a, effErr, took)
+	return performed{outcome: outcome, err: err}
 }
 
 // writeCtx bounds recording one result: by writeBy when set, else within
@@ -384,20 +405,14 @@ func writeCtx(ctx context.Context, writeBy time.Time) (context.Context, context.
 	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 }
 
-// completeOne records one successful attempt, fenced by token.
-func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, out Outcome, start, writeBy time.Time) (string, error) {
-	wctx, cancel := writeCtx(ctx, writeBy)
+// completeOne records one successful attempt, fenced by its token. It goes
+// through CompleteBatch, which stores a note and the attempt's details.
+func (s *Sweeper) completeOne(ctx context.Context, a attempt, out Outcome, start time.Time) (string, error) {
+	row := a.row
+	wctx, cancel := writeCtx(ctx, a.writeBy)
 	defer cancel()
-	var held bool
-	var err error
-	if out.Note == "" {
-		held, err = s.store.Complete(wctx, row.ID, token, out.Result, out.FollowUps)
-	} else {
-		// Only CompleteBatch stores a note.
-		var hs []bool
-		hs, err = s.store.CompleteBatch(wctx, token, []store.Completion{{ID: row.ID, Result: out.Result, FollowUps: out.FollowUps, Note: out.Note}})
-		held = err == nil && len(hs) == 1 && hs[0]
-	}
+	hs, err := s.store.CompleteBatch(wctx, a.token, []store.Completion{out.completion(row.ID, a.started)})
+	held := err == nil && len(hs) == 1 && hs[0]
 	took := time.Since(start)
 	switch {
 	case errors.Is(err, store.ErrCommitUnknown):
@@ -418,9 +433,10 @@ func (s *Sweeper) completeOne(ctx context.Context, token string, row store.Row, 
 	return OutcomeDone, nil
 }
 
-// fail records a failed attempt, fenced by token.
-func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr error, took time.Duration, writeBy time.Time) (string, error) {
-	wctx, cancel := writeCtx(ctx, writeBy)
+// fail records a failed attempt, fenced by its token.
+func (s *Sweeper) fail(ctx context.Context, a attempt, effErr error, took time.Duration) (string, error) {
+	row := a.row
+	wctx, cancel := writeCtx(ctx, a.writeBy)
 	defer cancel()
 	f := AsFailure(effErr)
 	kind, retryAfter := store.FailRetryable, f.RetryAfter
@@ -453,7 +469,11 @@ func (s *Sweeper) fail(ctx context.Context, token string, row store.Row, effErr 
 			}
 		}
 	}
-	fr, err := s.store.Fail(wctx, row.ID, token, kind, f.Error(), retryAfter)
+	fr, err := s.store.Fail(wctx, row.ID, a.token, store.Failure{Kind: kind, Msg: f.Error(), RetryAfter: retryAfter,
+		Attempt: store.AttemptNote{StartedAt: a.started, Status: f.status()},
+		// A row handed back was not attempted: no attempt is recorded
+		// (unless it parks, which an operator must see).
+		GivenBack: f.Class == Unavailable && kind != store.FailPermanent})
 	if err != nil {
 		s.logRow(slog.LevelError, row, "effect failed and the failure was not recorded", "code", f.Code, "err", err)
 		return "", err
@@ -517,10 +537,9 @@ const writeTimeout = 10 * time.Second
 
 // completion is a successful attempt waiting to be recorded.
 type completion struct {
-	i     int // the row's place in the batch
-	row   store.Row
+	attempt
 	out   Outcome
-	start time.Time
+	start time.Time // when the performer began (process clock, for latency)
 }
 
 // completer records the successful attempts of one sweep in batches, each
@@ -580,7 +599,7 @@ func (c *completer) write(batch []completion) {
 	s := c.s
 	done := make([]store.Completion, len(batch))
 	for j, x := range batch {
-		done[j] = store.Completion{ID: x.row.ID, Result: x.out.Result, FollowUps: x.out.FollowUps, Note: x.out.Note}
+		done[j] = x.out.completion(x.row.ID, x.started)
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), writeTimeout)
 	held, err := s.store.CompleteBatch(wctx, c.token, done)

@@ -17,7 +17,11 @@ func TestSplit(t *testing.T) {
 		{"a tagged dollar body", "DO $x$ BEGIN PERFORM 1; END $x$;", []string{"DO $x$ BEGIN PERFORM 1; END $x$"}, false},
 		{"a positional parameter is not a body", "SELECT $1; SELECT 2", []string{"SELECT $1", "SELECT 2"}, false},
 		{"an unterminated quote", "SELECT 'a", nil, true},
-		{"a trigger", "CREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT 1; END;", nil, true},
+		{"a trigger", "CREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT 1; SELECT 2; END; SELECT 3",
+			[]string{"CREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT 1; SELECT 2; END", "SELECT 3"}, false},
+		{"PostgreSQL's trigger has no body", "CREATE TRIGGER t AFTER UPDATE ON a FOR EACH ROW EXECUTE FUNCTION f(); SELECT 1",
+			[]string{"CREATE TRIGGER t AFTER UPDATE ON a FOR EACH ROW EXECUTE FUNCTION f()", "SELECT 1"}, false},
+		{"a trigger cut short", "CREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT 1;", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Split(tc.text)

@@ -216,15 +216,23 @@ func (s *Store) Complete(ctx context.Context, id int64, token, result string, fo
 	err = s.inTxResolving(ctx, func(tx pgx.Tx) (string, error) {
 		held = false
 		var xid string
-		err := tx.QueryRow(ctx, `WITH `+clockCTE+`
-			UPDATE outbox
-			   SET status = 'done', attempts = attempts + 1, completed_at = clock.now, result = $2,
-			       claim_expires_at = NULL
-			  FROM clock
-			 WHERE id = $3 AND claim_token = $4 AND status = 'pending'
-			RETURNING pg_current_xact_id()::text`, off, res, id, token).Scan(&xid)
+		// The attempt is recorded by the UPDATE's own statement (a
+		// data-modifying WITH): no statement or round trip of its own.
+		err := tx.QueryRow(ctx, `WITH `+clockCTE+`,
+			u AS (UPDATE outbox
+			         SET status = 'done', attempts = attempts + 1, completed_at = clock.now, result = $2,
+			             claim_expires_at = NULL
+			        FROM clock
+			       WHERE id = $3 AND claim_token = $4 AND status = 'pending'
+			      RETURNING outbox.id, pg_current_xact_id()::text AS xid),
+			a AS (`+attemptUpsert(`SELECT u.id, $4, `+nextN("u.id")+`, clock.now, clock.now, 'done', NULL, NULL, NULL FROM u, clock`)+`)
+			SELECT xid FROM u`, off, res, id, token).Scan(&xid)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return "", nil // lease lost: nothing written
+			// Lease lost: nothing of the row is written; the attempt is
+			// recorded fenced (one statement, on this rare path only).
+			b := &pgx.Batch{}
+			queueAttempts(b, off, token, []attemptRecord{{id: id, outcome: store.AttemptFenced}})
+			return "", tx.SendBatch(ctx, b).Close()
 		}
 		if err != nil {
 			return "", err
@@ -245,21 +253,24 @@ func (s *Store) Complete(ctx context.Context, id int64, token, result string, fo
 // CompleteBatch is Complete for many rows of one claim in one statement of
 // one transaction: each row is marked done (its attempt counted) only if
 // token still holds it, and only those rows' follow-ups are enqueued.
-// held[i] reports done[i]'s fence; the ids must be distinct.
+// held[i] reports done[i]'s fence; the ids must be distinct. The same
+// statement records each row's attempt: done, or fenced for a row whose
+// fence failed.
 func (s *Store) CompleteBatch(ctx context.Context, token string, done []store.Completion) (held []bool, err error) {
 	if len(done) == 0 {
 		return nil, nil
 	}
-	ids := make([]int64, len(done))
-	results := make([]*string, len(done))
-	notes := make([]*string, len(done))
+	n := len(done)
+	ids, starts := make([]int64, n), make([]*int64, n)
+	results, notes := make([]*string, n), make([]*string, n)
+	statuses, produced := make([]*string, n), make([]*string, n)
 	for i, c := range done {
 		ids[i] = c.ID
-		if c.Result != "" {
-			results[i] = &done[i].Result
-		}
-		if c.Note != "" {
-			notes[i] = &done[i].Note
+		results[i], notes[i] = optional(c.Result), optional(c.Note)
+		statuses[i], produced[i] = optional(c.Attempt.Status), optional(c.Attempt.Result)
+		if !c.Attempt.StartedAt.IsZero() {
+			v := c.Attempt.StartedAt.UnixMilli()
+			starts[i] = &v
 		}
 	}
 	off := s.offset.Load()
@@ -268,13 +279,18 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []store.Co
 		clear(held)
 		var xid string
 		rows, err := tx.Query(ctx, `WITH `+clockCTE+`,
-			c AS (SELECT * FROM unnest($2::bigint[], $3::text[], $5::text[]) AS c(id, result, note))
-			UPDATE outbox AS o
-			   SET status = 'done', attempts = o.attempts + 1, completed_at = clock.now, result = c.result,
-			       claim_expires_at = NULL, note = c.note
-			  FROM clock, c
-			 WHERE o.id = c.id AND o.claim_token = $4 AND o.status = 'pending'
-			RETURNING o.id, pg_current_xact_id()::text`, off, ids, results, token, notes)
+			c AS (SELECT * FROM unnest($2::bigint[], $3::text[], $5::text[], $6::bigint[], $7::text[], $8::text[])
+			                 AS c(id, result, note, started_at, status, produced)),
+			u AS (UPDATE outbox AS o
+			         SET status = 'done', attempts = o.attempts + 1, completed_at = clock.now, result = c.result,
+			             claim_expires_at = NULL, note = c.note
+			        FROM clock, c
+			       WHERE o.id = c.id AND o.claim_token = $4 AND o.status = 'pending'
+			      RETURNING o.id, pg_current_xact_id()::text AS xid),
+			a AS (`+attemptUpsert(`SELECT o.id, $4, `+nextN("o.id")+`, coalesce(c.started_at, clock.now), clock.now,
+			             CASE WHEN u.id IS NULL THEN 'fenced' ELSE 'done' END, NULL, c.status, c.produced
+			        FROM c JOIN outbox o ON o.id = c.id CROSS JOIN clock LEFT JOIN u ON u.id = c.id`)+`)
+			SELECT id, xid FROM u`, off, ids, results, token, notes, starts, statuses, produced)
 		if err != nil {
 			return "", err
 		}
@@ -311,8 +327,14 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []store.Co
 // Fail records a failed attempt if token still holds the row: it keeps msg
 // as last_error and either reschedules the row (releasing the lease) or
 // parks it (store.Options.Next decides, on the database's clock).
-func (s *Store) Fail(ctx context.Context, id int64, token string, kind store.FailKind, msg string, retryAfter time.Duration) (store.FailResult, error) {
+//
+// The attempt is recorded (retry or parked; fenced when the lease was lost)
+// by one more statement, sent in the same pipeline as the UPDATE, unless
+// f.GivenBack.
+func (s *Store) Fail(ctx context.Context, id int64, token string, f store.Failure) (store.FailResult, error) {
+	kind, msg := f.Kind, f.Msg
 	var out store.FailResult
+	off := s.offset.Load()
 	err := s.inTxResolving(ctx, func(tx pgx.Tx) (string, error) {
 		out = store.FailResult{}
 		var attempts int
@@ -320,23 +342,39 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind store.Fai
 		err := tx.QueryRow(ctx, `WITH `+clockCTE+`
 			SELECT attempts, clock.now FROM outbox, clock
 			 WHERE id = $2 AND claim_token = $3 AND status = 'pending'
-			   FOR UPDATE OF outbox`, s.offset.Load(), id, token).Scan(&attempts, &nowMS)
+			   FOR UPDATE OF outbox`, off, id, token).Scan(&attempts, &nowMS)
+		b := &pgx.Batch{}
 		if errors.Is(err, pgx.ErrNoRows) {
-			return "", nil // lease lost
+			// Lease lost: the row is left as it is, the attempt is told.
+			if f.GivenBack {
+				return "", nil
+			}
+			queueAttempts(b, off, token, []attemptRecord{{id: id, outcome: store.AttemptFenced, errText: msg, note: f.Attempt}})
+			return "", tx.SendBatch(ctx, b).Close()
 		}
 		if err != nil {
 			return "", err
 		}
-		out = s.opts.Next(kind, attempts, time.UnixMilli(nowMS), retryAfter)
+		out = s.opts.Next(kind, attempts, time.UnixMilli(nowMS), f.RetryAfter)
 		// The row is locked since the read above; the fence is repeated anyway.
 		var xid string
-		err = tx.QueryRow(ctx, `UPDATE outbox
+		b.Queue(`UPDATE outbox
 			    SET status = $1, attempts = $2, next_attempt_at = $3, last_error = $4,
 			        claim_token = NULL, claim_expires_at = NULL,
 			        outcome_unknown = outcome_unknown OR $7
 			  WHERE id = $5 AND claim_token = $6
 			RETURNING pg_current_xact_id()::text`,
-			out.Status, out.Attempts, out.NextAttemptAt.UnixMilli(), msg, id, token, kind == store.FailUnknown).Scan(&xid)
+			out.Status, out.Attempts, out.NextAttemptAt.UnixMilli(), msg, id, token, kind == store.FailUnknown).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&xid)
+		})
+		if !f.GivenBack {
+			outcome := store.AttemptRetry
+			if out.Status == store.StatusParked {
+				outcome = store.AttemptParked
+			}
+			queueAttempts(b, off, token, []attemptRecord{{id: id, outcome: outcome, errText: msg, note: f.Attempt}})
+		}
+		err = tx.SendBatch(ctx, b).Close()
 		return xid, err
 	})
 	if err != nil {

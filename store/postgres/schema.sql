@@ -349,3 +349,63 @@ ALTER TABLE ackd_installations ADD COLUMN slack_installed_at bigint NOT NULL DEF
 -- the attempt after a crash or a lost lease finishes the same messages
 -- instead of posting the answer again. NULL for every other effect.
 ALTER TABLE outbox ADD COLUMN progress text;
+
+-- migrate: 12
+-- cost: a new table, a function and a trigger, reads no row
+
+-- Attempts are history, not a counter: as SQLite's outbox_attempts
+-- (schema.sql, migration 13), one row per claim that performed an outbox
+-- row, deleted with it (ON DELETE CASCADE). Written by the sweep in the
+-- transaction that completes or fails the row; the ack path never writes
+-- here.
+CREATE TABLE outbox_attempts (
+  row_id      bigint NOT NULL REFERENCES outbox (id) ON DELETE CASCADE,
+  claim_token text COLLATE "C" NOT NULL,
+  n           integer NOT NULL,
+  started_at  bigint NOT NULL,
+  ended_at    bigint,
+  outcome     text   NOT NULL
+              CHECK (outcome IN ('done', 'retry', 'parked', 'fenced', 'unknown')),
+  error       text,
+  status      text,
+  result      text,
+  PRIMARY KEY (row_id, claim_token)
+);
+
+-- An attempt nobody ended (see SQLite's trigger of the same name): a claim
+-- took the row from another token whose lease ran out, or an operator
+-- discarded it, and that claimer had neither completed nor failed it. It
+-- is recorded inside that claim's statement, while the old lease is known.
+CREATE FUNCTION outbox_attempt_unknown() RETURNS trigger
+  LANGUAGE plpgsql
+  AS $$
+BEGIN
+  INSERT INTO outbox_attempts (row_id, claim_token, n, started_at, outcome)
+  SELECT OLD.id, OLD.claim_token, coalesce(max(a.n), 0) + 1,
+         coalesce(OLD.claim_expires_at - OLD.claim_lease_ms, OLD.first_claimed_at, OLD.created_at),
+         'unknown'
+    FROM outbox_attempts AS a
+   WHERE a.row_id = OLD.id
+  ON CONFLICT (row_id, claim_token) DO NOTHING;
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER outbox_attempt_unknown
+AFTER UPDATE OF claim_token ON outbox
+FOR EACH ROW
+WHEN (OLD.claim_token IS NOT NULL AND OLD.status = 'pending'
+      AND NEW.claim_token IS DISTINCT FROM OLD.claim_token
+      AND (NEW.claim_token IS NOT NULL OR NEW.status = 'discarded'))
+EXECUTE FUNCTION outbox_attempt_unknown();
+
+-- psql "$ACKD_DB" -c 'SELECT * FROM outbox_attempts_readable WHERE row_id = 42'
+CREATE VIEW outbox_attempts_readable AS
+SELECT row_id,
+       n,
+       to_timestamp(started_at / 1000.0) AT TIME ZONE 'UTC' AS started,
+       (ended_at - started_at) / 1000.0 AS seconds,
+       outcome,
+       status,
+       error,
+       result
+  FROM outbox_attempts;

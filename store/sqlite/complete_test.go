@@ -20,7 +20,7 @@ func TestCompleteCountsTheAttempt(t *testing.T) {
 	if held, err := s.Complete(ctx, rows[0].ID, "A", "", nil); err != nil || !held {
 		t.Fatalf("complete: %v %v", held, err)
 	}
-	if _, err := s.Fail(ctx, rows[1].ID, "A", store.FailRetryable, "boom", 0); err != nil {
+	if _, err := s.Fail(ctx, rows[1].ID, "A", store.Failure{Kind: store.FailRetryable, Msg: "boom"}); err != nil {
 		t.Fatal(err)
 	}
 	c.Advance(time.Hour)

@@ -78,7 +78,8 @@ func TestReadOnlyWithoutConfirmColumns(t *testing.T) {
 	}
 	s.Close()
 	raw := rawDB(t, path)
-	if _, err := raw.Exec(fmt.Sprintf(`ALTER TABLE outbox DROP COLUMN note; ALTER TABLE outbox DROP COLUMN first_claimed_at;
+	// The attempts trigger (a later migration) names a dropped column.
+	if _, err := raw.Exec(fmt.Sprintf(`DROP TRIGGER outbox_attempt_unknown; ALTER TABLE outbox DROP COLUMN note; ALTER TABLE outbox DROP COLUMN first_claimed_at;
 		ALTER TABLE outbox DROP COLUMN outcome_unknown; PRAGMA user_version = %d`, v-1)); err != nil {
 		t.Fatal(err)
 	}

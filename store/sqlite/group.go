@@ -68,6 +68,7 @@ type stmts struct {
 	receipt, changes, outbox       *sql.Stmt
 	claim, complete, completeBatch *sql.Stmt
 	request, storeRequest          *sql.Stmt
+	attempt, attempts              *sql.Stmt // attempts.go
 }
 
 func (s *Store) prepare(ctx context.Context) error {
@@ -104,6 +105,16 @@ func (s *Store) prepare(ctx context.Context) error {
 		completeBatch: p(completeBatchSQL),
 		claim:         p(claimSQL),
 	}
+	if err != nil {
+		return err
+	}
+	// A store opened without migrating on an older schema (Options.MinSchema)
+	// has no attempts table: it records none.
+	var n int
+	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'outbox_attempts'`).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	s.st.attempt, s.st.attempts = p(attemptSQL), p(attemptsSQL)
 	return err
 }
 

@@ -270,7 +270,10 @@ func (s *Store) Complete(ctx context.Context, id int64, token, result string, fo
 			return err
 		}
 		if held = n == 1; !held {
-			return nil
+			return s.recordAttempt(ctx, tx, id, token, now, store.AttemptFenced, "", store.AttemptNote{})
+		}
+		if err := s.recordAttempt(ctx, tx, id, token, now, store.AttemptDone, "", store.AttemptNote{}); err != nil {
+			return err
 		}
 		return s.insertRows(ctx, tx, followUps, now)
 	})
@@ -316,7 +319,7 @@ func (s *Store) CompleteBatch(ctx context.Context, token string, done []Completi
 				}
 			}
 		}
-		return nil
+		return s.recordAttempts(ctx, tx, token, now, done, held)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete %d outbox rows: %w", len(done), classify(err))
@@ -370,7 +373,11 @@ func appendPair(b []byte, id int64, text string) []byte {
 // Fail records a failed attempt if token still holds the row: it keeps msg
 // as last_error and either reschedules the row (releasing the lease) or parks
 // it. See FailKind.
-func (s *Store) Fail(ctx context.Context, id int64, token string, kind FailKind, msg string, retryAfter time.Duration) (FailResult, error) {
+//
+// The attempt is recorded (retry or parked, fenced when the lease was
+// lost) with one more statement in the same transaction, unless f.GivenBack.
+func (s *Store) Fail(ctx context.Context, id int64, token string, f store.Failure) (FailResult, error) {
+	kind, msg := f.Kind, f.Msg
 	var out FailResult
 	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, nowMS int64) error {
 		now := time.UnixMilli(nowMS)
@@ -380,12 +387,16 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind FailKind,
 			`SELECT attempts FROM outbox WHERE id = ? AND claim_token = ? AND status = 'pending'`,
 			id, token).Scan(&attempts)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil // lease lost
+			// Lease lost: the row is left as it is, the attempt is told.
+			if f.GivenBack {
+				return nil
+			}
+			return s.recordAttempt(ctx, tx, id, token, nowMS, store.AttemptFenced, msg, f.Attempt)
 		}
 		if err != nil {
 			return err
 		}
-		out = s.opts.Next(kind, attempts, now, retryAfter)
+		out = s.opts.Next(kind, attempts, now, f.RetryAfter)
 		// Still inside BEGIN IMMEDIATE: nobody can have moved the row since
 		// the read above, and the fence is repeated anyway.
 		_, err = tx.ExecContext(ctx,
@@ -395,12 +406,23 @@ func (s *Store) Fail(ctx context.Context, id int64, token string, kind FailKind,
 			        outcome_unknown = outcome_unknown OR ?
 			  WHERE id = ? AND claim_token = ?`,
 			out.Status, out.Attempts, ms(out.NextAttemptAt), msg, kind == FailUnknown, id, token)
-		return err
+		if err != nil || f.GivenBack {
+			return err
+		}
+		return s.recordAttempt(ctx, tx, id, token, nowMS, failOutcome(out), msg, f.Attempt)
 	})
 	if err != nil {
 		return FailResult{}, fmt.Errorf("fail outbox row %d: %w", id, classify(err))
 	}
 	return out, nil
+}
+
+// failOutcome is the attempt outcome of a held Fail.
+func failOutcome(r FailResult) string {
+	if r.Status == StatusParked {
+		return store.AttemptParked
+	}
+	return store.AttemptRetry
 }
 
 // Get returns one row by id, or ErrNotFound.

@@ -295,7 +295,7 @@ func (s *Store) Close() error {
 		errs = append(errs, s.r.Close())
 	}
 	for _, st := range []*sql.Stmt{s.st.savepoint, s.st.rollbackTo, s.st.release, s.st.receipt,
-		s.st.changes, s.st.outbox, s.st.claim, s.st.complete, s.st.completeBatch, s.st.request, s.st.storeRequest} {
+		s.st.changes, s.st.outbox, s.st.claim, s.st.complete, s.st.completeBatch, s.st.request, s.st.storeRequest, s.st.attempt, s.st.attempts} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -146,10 +146,10 @@ func testInstallations(t *testing.T, newDB NewDB) {
 		s := newDB(t).Open(t, store.Options{})
 		mustRecord(t, s, intent("Ev1", "a", "b"))
 		rows := mustClaim(t, s, "tok", 10, time.Minute)
-		if _, err := s.Fail(ctx, rows[0].ID, "tok", store.FailRateLimited, "not_installed: no installation for team T1 yet", time.Second); err != nil {
+		if _, err := s.Fail(ctx, rows[0].ID, "tok", store.Failure{Kind: store.FailRateLimited, Msg: "not_installed: no installation for team T1 yet", RetryAfter: time.Second}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Fail(ctx, rows[1].ID, "tok", store.FailRetryable, "http_503", 0); err != nil {
+		if _, err := s.Fail(ctx, rows[1].ID, "tok", store.Failure{Kind: store.FailRetryable, Msg: "http_503"}); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := s.WaitingRows(ctx); err != nil || n != 1 {

@@ -17,7 +17,7 @@ func testOpenModes(t *testing.T, newDB NewDB) {
 		w := db.Open(t, store.Options{})
 		mustRecord(t, w, intent("Ev1", "a", "b"))
 		row := claimOne(t, w, "A")
-		if _, err := w.Fail(ctx, row.ID, "A", store.FailPermanent, "x", 0); err != nil {
+		if _, err := w.Fail(ctx, row.ID, "A", store.Failure{Kind: store.FailPermanent, Msg: "x"}); err != nil {
 			t.Fatal(err)
 		}
 		in := store.Instance{ID: "I1", PID: 1, Host: "h", Listen: "127.0.0.1:1", StartedAt: db.Now(t)}

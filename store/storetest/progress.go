@@ -85,7 +85,7 @@ func testProgress(t *testing.T, newDB NewDB) {
 		if held, err := s.SaveProgress(ctx, a.ID, "A", big); err != nil || !held {
 			t.Fatalf("save: %v %v", held, err)
 		}
-		if res, err := s.Fail(ctx, a.ID, "A", store.FailUnknown, "agent dropped", 0); err != nil || !res.Held {
+		if res, err := s.Fail(ctx, a.ID, "A", store.Failure{Kind: store.FailUnknown, Msg: "agent dropped"}); err != nil || !res.Held {
 			t.Fatal(res, err)
 		}
 		// Between attempts (pending, no lease) a save by the old token is refused.
@@ -97,7 +97,7 @@ func testProgress(t *testing.T, newDB NewDB) {
 		if p := mustProgress(t, s, b.ID); p != big {
 			t.Fatalf("progress after a failed attempt: %d bytes, want the %d saved", len(p), len(big))
 		}
-		if res, err := s.Fail(ctx, b.ID, "B", store.FailPermanent, "gone", 0); err != nil || res.Status != store.StatusParked {
+		if res, err := s.Fail(ctx, b.ID, "B", store.Failure{Kind: store.FailPermanent, Msg: "gone"}); err != nil || res.Status != store.StatusParked {
 			t.Fatal(res, err)
 		}
 		if err := s.Requeue(ctx, b.ID); err != nil {

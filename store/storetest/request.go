@@ -160,7 +160,7 @@ func testStoredRequest(t *testing.T, newDB NewDB) {
 		if held, err := s.Complete(ctx, rows[0].ID, "A", "", nil); err != nil || !held {
 			t.Fatal(held, err)
 		}
-		if res, err := s.Fail(ctx, rows[1].ID, "A", store.FailPermanent, "x", 0); err != nil || !res.Held {
+		if res, err := s.Fail(ctx, rows[1].ID, "A", store.Failure{Kind: store.FailPermanent, Msg: "x"}); err != nil || !res.Held {
 			t.Fatal(res, err)
 		}
 		db.Advance(72 * time.Hour)

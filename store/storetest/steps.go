@@ -69,7 +69,7 @@ func testSteps(t *testing.T, newDB NewDB) {
 		if got.Status != store.StatusPending || got.Result != `{"step_reply":{"outputs":{"a":"b"}}}` || got.Attempts != 0 || got.ClaimToken != "A" {
 			t.Fatalf("after save: %+v", got)
 		}
-		if res, err := s.Fail(ctx, row.ID, "A", store.FailRetryable, "slack 500", 0); err != nil || !res.Held {
+		if res, err := s.Fail(ctx, row.ID, "A", store.Failure{Kind: store.FailRetryable, Msg: "slack 500"}); err != nil || !res.Held {
 			t.Fatal(res, err)
 		}
 		db.Advance(time.Hour)

@@ -15,7 +15,9 @@
 // their receipt's transaction and judged against the install, named leases,
 // parking an installation's rows), catch-up's marks and recovered
 // messages, workflow steps (delayed rows, a reply saved under the fence),
-// and an effect's saved progress (fenced like Complete).
+// an effect's saved progress (fenced like Complete), and the attempts'
+// history (recorded by the fenced calls and by claims that take a row from
+// an expired lease, pruned with the row).
 //
 // Time. SQLite judges leases on the process's clock (store.Options.Now);
 // PostgreSQL on the database's. The suite controls time through DB: Now is
@@ -83,6 +85,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("Steps", func(t *testing.T) { testSteps(t, newDB) })
 	t.Run("Progress", func(t *testing.T) { testProgress(t, newDB) })
 	t.Run("Search", func(t *testing.T) { testSearch(t, newDB) })
+	t.Run("Attempts", func(t *testing.T) { testAttempts(t, newDB) })
 }
 
 var ctx = context.Background()
@@ -505,7 +508,7 @@ func testClaim(t *testing.T, newDB NewDB) {
 		mustRecord(t, s, intent("Ev2", "r"))
 		for _, tok := range []string{"A1", "A2"} {
 			row := claimOne(t, s, tok)
-			if res, err := s.Fail(ctx, row.ID, tok, store.FailRetryable, "boom", 0); err != nil || !res.Held {
+			if res, err := s.Fail(ctx, row.ID, tok, store.Failure{Kind: store.FailRetryable, Msg: "boom"}); err != nil || !res.Held {
 				t.Fatal(res, err)
 			}
 		}
@@ -526,7 +529,7 @@ func testClaim(t *testing.T, newDB NewDB) {
 		s := db.Open(t, store.Options{BackoffBase: time.Hour, BackoffMax: time.Hour})
 		mustRecord(t, s, intent("Ev1", "r"))
 		row := claimOne(t, s, "A")
-		res, err := s.Fail(ctx, row.ID, "A", store.FailRetryable, "boom", 0)
+		res, err := s.Fail(ctx, row.ID, "A", store.Failure{Kind: store.FailRetryable, Msg: "boom"})
 		if err != nil || !res.Held {
 			t.Fatal(res, err)
 		}
@@ -729,7 +732,7 @@ func testFence(t *testing.T, newDB NewDB) {
 			t.Fatalf("stale Complete: held=%v err=%v", held, err)
 		}
 		for _, kind := range []store.FailKind{store.FailPermanent, store.FailRetryable, store.FailRateLimited} {
-			if res, err := s.Fail(ctx, a[0].ID, "A", kind, "x", time.Minute); err != nil || res.Held {
+			if res, err := s.Fail(ctx, a[0].ID, "A", store.Failure{Kind: kind, Msg: "x", RetryAfter: time.Minute}); err != nil || res.Held {
 				t.Fatalf("stale Fail(%d): %+v %v", kind, res, err)
 			}
 		}
@@ -755,7 +758,7 @@ func testFence(t *testing.T, newDB NewDB) {
 		if held, _ := s.Complete(ctx, b[0].ID, "B", "", nil); held {
 			t.Fatal("second Complete held")
 		}
-		if res, _ := s.Fail(ctx, b[0].ID, "B", store.FailPermanent, "x", 0); res.Held {
+		if res, _ := s.Fail(ctx, b[0].ID, "B", store.Failure{Kind: store.FailPermanent, Msg: "x"}); res.Held {
 			t.Fatal("Fail after Complete held")
 		}
 		if got := mustGet(t, s, b[0].ID); got.Status != store.StatusDone || got.Result != `{"by":"B"}` {
@@ -771,7 +774,7 @@ func testFence(t *testing.T, newDB NewDB) {
 		if held, err := s.Complete(ctx, rows[0].ID, "A", "", nil); err != nil || !held {
 			t.Fatalf("complete: %v %v", held, err)
 		}
-		if res, err := s.Fail(ctx, rows[1].ID, "A", store.FailRetryable, "boom", 0); err != nil || !res.Held {
+		if res, err := s.Fail(ctx, rows[1].ID, "A", store.Failure{Kind: store.FailRetryable, Msg: "boom"}); err != nil || !res.Held {
 			t.Fatal(res, err)
 		}
 		db.Advance(time.Hour)
@@ -841,7 +844,7 @@ func testFail(t *testing.T, newDB NewDB) {
 		for attempt := 1; attempt <= 4; attempt++ {
 			row := claimOne(t, s, fmt.Sprint("T", attempt))
 			before := db.Now(t)
-			res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.FailRetryable, "http_503", 0)
+			res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.Failure{Kind: store.FailRetryable, Msg: "http_503"})
 			after := db.Now(t)
 			if err != nil || !res.Held || res.Status != store.StatusPending || res.Attempts != attempt {
 				t.Fatalf("attempt %d: %+v %v", attempt, res, err)
@@ -859,7 +862,7 @@ func testFail(t *testing.T, newDB NewDB) {
 			db.Advance(res.NextAttemptAt.Sub(db.Now(t)) + time.Millisecond)
 		}
 		row := claimOne(t, s, "T5")
-		res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.FailRetryable, "http_503", 0)
+		res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.Failure{Kind: store.FailRetryable, Msg: "http_503"})
 		if err != nil || res.Status != store.StatusParked || res.Attempts != 5 {
 			t.Fatalf("fifth failure: %+v %v", res, err)
 		}
@@ -879,7 +882,7 @@ func testFail(t *testing.T, newDB NewDB) {
 		mustRecord(t, s, intent("Ev1", "r"))
 		for attempt := 1; attempt <= 10; attempt++ {
 			row := claimOne(t, s, fmt.Sprint("T", attempt))
-			res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.FailRetryable, "x", 0)
+			res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.Failure{Kind: store.FailRetryable, Msg: "x"})
 			after := db.Now(t)
 			if err != nil {
 				t.Fatal(err)
@@ -895,7 +898,7 @@ func testFail(t *testing.T, newDB NewDB) {
 		s := newDB(t).Open(t, store.Options{})
 		mustRecord(t, s, intent("Ev1", "r"))
 		row := claimOne(t, s, "A")
-		res, err := s.Fail(ctx, row.ID, "A", store.FailPermanent, "channel_not_found", 0)
+		res, err := s.Fail(ctx, row.ID, "A", store.Failure{Kind: store.FailPermanent, Msg: "channel_not_found"})
 		if err != nil || res.Status != store.StatusParked || res.Attempts != 1 || !res.Held {
 			t.Fatalf("%+v %v", res, err)
 		}
@@ -911,7 +914,7 @@ func testFail(t *testing.T, newDB NewDB) {
 		for i := range 3 { // more 429s than MaxAttempts: none of them parks
 			row := claimOne(t, s, fmt.Sprint("A", i))
 			before := db.Now(t)
-			res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.FailRateLimited, "ratelimited", 7*time.Second)
+			res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.Failure{Kind: store.FailRateLimited, Msg: "ratelimited", RetryAfter: 7 * time.Second})
 			after := db.Now(t)
 			if err != nil || res.Status != store.StatusPending || res.Attempts != 0 {
 				t.Fatalf("429 #%d: %+v %v", i, res, err)
@@ -933,7 +936,7 @@ func testFail(t *testing.T, newDB NewDB) {
 		s := db.Open(t, store.Options{BackoffBase: time.Second, BackoffMax: time.Minute})
 		mustRecord(t, s, intent("Ev1", "r"))
 		row := claimOne(t, s, "A")
-		res, err := s.Fail(ctx, row.ID, "A", store.FailRateLimited, "ratelimited", 24*time.Hour)
+		res, err := s.Fail(ctx, row.ID, "A", store.Failure{Kind: store.FailRateLimited, Msg: "ratelimited", RetryAfter: 24 * time.Hour})
 		after := db.Now(t)
 		if err != nil {
 			t.Fatal(err)
@@ -949,7 +952,7 @@ func testFail(t *testing.T, newDB NewDB) {
 		mustRecord(t, s, intent("Ev1", "a", "b", "c"))
 		for _, tok := range []string{"A", "B", "C"} {
 			row := claimOne(t, s, tok)
-			if res, err := s.Fail(ctx, row.ID, tok, store.FailPermanent, "invalid_auth", 0); err != nil || !res.Held {
+			if res, err := s.Fail(ctx, row.ID, tok, store.Failure{Kind: store.FailPermanent, Msg: "invalid_auth"}); err != nil || !res.Held {
 				t.Fatal(res, err)
 			}
 		}
@@ -992,7 +995,7 @@ func parkAll(t *testing.T, s store.Store, eventID string, routes ...string) []st
 	var out []store.Row
 	for range routes {
 		row := claimOne(t, s, "park-"+eventID)
-		if res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.FailPermanent, "404", 0); err != nil || res.Status != store.StatusParked {
+		if res, err := s.Fail(ctx, row.ID, row.ClaimToken, store.Failure{Kind: store.FailPermanent, Msg: "404"}); err != nil || res.Status != store.StatusParked {
 			t.Fatal(res, err)
 		}
 		out = append(out, mustGet(t, s, row.ID))
@@ -1101,7 +1104,7 @@ func testDiscard(t *testing.T, newDB NewDB) {
 		if ok, err := s.Complete(ctx, leased.ID, "A", `{"late":true}`, []store.NewRow{{Key: "late:follow", Effect: "log", Payload: "{}"}}); err != nil || ok {
 			t.Fatalf("the sweep's Complete after the discard: held %v, %v", ok, err)
 		}
-		if res, err := s.Fail(ctx, leased.ID, "A", store.FailRetryable, "late", 0); err != nil || res.Held {
+		if res, err := s.Fail(ctx, leased.ID, "A", store.Failure{Kind: store.FailRetryable, Msg: "late"}); err != nil || res.Held {
 			t.Fatalf("the sweep's Fail after the discard: %+v, %v", res, err)
 		}
 		if held, err := s.CompleteBatch(ctx, "A", []store.Completion{{ID: leased.ID, Result: "{}"}}); err != nil || held[0] {
@@ -1258,7 +1261,7 @@ func testDiscard(t *testing.T, newDB NewDB) {
 		mustRecord(t, s, store.Intent{EventID: "EvBad", EventType: "app_mention",
 			Rows: []store.NewRow{{Key: "EvBad:x", Effect: "log", Payload: "{not json"}}})
 		row := claimOne(t, s, "A")
-		if res, err := s.Fail(ctx, row.ID, "A", store.FailPermanent, "payload does not decode", 0); err != nil || !res.Held {
+		if res, err := s.Fail(ctx, row.ID, "A", store.Failure{Kind: store.FailPermanent, Msg: "payload does not decode"}); err != nil || !res.Held {
 			t.Fatal(res, err)
 		}
 		parkAll(t, s, "EvGood", "a")
@@ -1354,7 +1357,7 @@ func testPrune(t *testing.T, newDB NewDB) {
 		if held, err := s.Complete(ctx, rows[0].ID, "A", "", nil); err != nil || !held {
 			t.Fatal(held, err)
 		}
-		if res, err := s.Fail(ctx, rows[1].ID, "A", store.FailPermanent, "x", 0); err != nil || !res.Held {
+		if res, err := s.Fail(ctx, rows[1].ID, "A", store.Failure{Kind: store.FailPermanent, Msg: "x"}); err != nil || !res.Held {
 			t.Fatal(res, err)
 		}
 		// rows[2] stays pending under lease; two more rows stay pending unclaimed.
@@ -1392,7 +1395,7 @@ func testInspect(t *testing.T, newDB NewDB) {
 		a0 := db.Now(t)
 		rows := mustClaim(t, s, "A", 3, time.Hour)
 		s.Complete(ctx, rows[0].ID, "A", "", nil)
-		s.Fail(ctx, rows[1].ID, "A", store.FailPermanent, "x", 0)
+		s.Fail(ctx, rows[1].ID, "A", store.Failure{Kind: store.FailPermanent, Msg: "x"})
 		// rows[2] stays leased; the fourth row stays pending, unclaimed.
 		db.Advance(90 * time.Second)
 		b1 := db.Now(t)
@@ -1432,7 +1435,7 @@ func testInspect(t *testing.T, newDB NewDB) {
 		s := newDB(t).Open(t, store.Options{})
 		mustRecord(t, s, intent("Ev1", "a", "b", "c"))
 		row := claimOne(t, s, "A")
-		s.Fail(ctx, row.ID, "A", store.FailPermanent, "x", 0)
+		s.Fail(ctx, row.ID, "A", store.Failure{Kind: store.FailPermanent, Msg: "x"})
 		newest, err := s.List(ctx, "", 2)
 		if err != nil || len(newest) != 2 || newest[0].ID < newest[1].ID {
 			t.Fatalf("List(all, 2) = %v, %v: want the 2 newest, newest first", ids(newest), err)

@@ -28,7 +28,7 @@ func testOutcomeUnknown(t *testing.T, newDB NewDB) {
 			t.Fatalf("first claim in [%s, %s]: %+v", before, after, a)
 		}
 		// A definite refusal: a retry, nothing marked.
-		if res, err := s.Fail(ctx, a.ID, "A", store.FailRetryable, "http_429", 0); err != nil || !res.Held {
+		if res, err := s.Fail(ctx, a.ID, "A", store.Failure{Kind: store.FailRetryable, Msg: "http_429"}); err != nil || !res.Held {
 			t.Fatal(res, err)
 		}
 		db.Advance(time.Minute)
@@ -62,7 +62,7 @@ func testOutcomeUnknown(t *testing.T, newDB NewDB) {
 		s := db.Open(t, store.Options{MaxAttempts: 3, BackoffBase: time.Second, BackoffMax: time.Second})
 		mustRecord(t, s, intent("Ev1", "r"))
 		a := claimOne(t, s, "A")
-		res, err := s.Fail(ctx, a.ID, "A", store.FailUnknown, "timeout", 0)
+		res, err := s.Fail(ctx, a.ID, "A", store.Failure{Kind: store.FailUnknown, Msg: "timeout"})
 		if err != nil || !res.Held || res.Status != store.StatusPending || res.Attempts != 1 {
 			t.Fatalf("FailUnknown: %+v %v", res, err)
 		}
@@ -75,7 +75,7 @@ func testOutcomeUnknown(t *testing.T, newDB NewDB) {
 			if !row.OutcomeUnknown {
 				t.Fatalf("claim %d lost the mark: %+v", i, row)
 			}
-			if _, err := s.Fail(ctx, row.ID, row.ClaimToken, kind, "refused", time.Second); err != nil {
+			if _, err := s.Fail(ctx, row.ID, row.ClaimToken, store.Failure{Kind: kind, Msg: "refused", RetryAfter: time.Second}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -95,11 +95,11 @@ func testOutcomeUnknown(t *testing.T, newDB NewDB) {
 		s := db.Open(t, store.Options{})
 		mustRecord(t, s, intent("Ev1", "r"))
 		claimOne(t, s, "A")
-		if res, err := s.Fail(ctx, 1<<40, "A", store.FailUnknown, "x", 0); err != nil || res.Held {
+		if res, err := s.Fail(ctx, 1<<40, "A", store.Failure{Kind: store.FailUnknown, Msg: "x"}); err != nil || res.Held {
 			t.Fatal(res, err)
 		}
 		row := all(t, s)[0]
-		if res, err := s.Fail(ctx, row.ID, "Z", store.FailUnknown, "x", 0); err != nil || res.Held {
+		if res, err := s.Fail(ctx, row.ID, "Z", store.Failure{Kind: store.FailUnknown, Msg: "x"}); err != nil || res.Held {
 			t.Fatal(res, err)
 		}
 		if r := mustGet(t, s, row.ID); r.OutcomeUnknown {
