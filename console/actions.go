@@ -62,7 +62,7 @@ func (c *Console) rowAction(w http.ResponseWriter, r *http.Request) {
 		}
 	case "replay":
 		var made []store.Replayed
-		made, err = st.Replay(ctx, store.ReplayFilter{IDs: []int64{id}, Statuses: []string{row.Status}})
+		made, err = st.Replay(ctx, store.ReplayFilter{IDs: []int64{id}})
 		if err == nil && len(made) == 1 {
 			log.Info("console: row replayed", "new_row", made[0].ID, "new_key", made[0].Key)
 			http.Redirect(w, r, fmt.Sprintf("/rows/%d?done=replay", made[0].ID), http.StatusSeeOther)
