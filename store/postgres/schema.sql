@@ -349,3 +349,18 @@ ALTER TABLE ackd_installations ADD COLUMN slack_installed_at bigint NOT NULL DEF
 -- the attempt after a crash or a lost lease finishes the same messages
 -- instead of posting the answer again. NULL for every other effect.
 ALTER TABLE outbox ADD COLUMN progress text;
+
+-- migrate: 12
+-- cost: a new table, reads no row
+
+-- Paused routes (`ackd route pause NAME`, issue 31): a claim takes no
+-- pending row whose payload's route is here, on every replica and in a
+-- hand-run `ackd sweep --once`; the route's requests are still recorded and
+-- acked. Resuming deletes the row: the route's rows are due as they were.
+-- paused_at is the database's clock (ms), paused_by the operator
+-- (user@host, or the console's remote address).
+CREATE TABLE ackd_route_pauses (
+  route     text   PRIMARY KEY CHECK (route <> ''),
+  paused_at bigint NOT NULL,
+  paused_by text   NOT NULL
+);

@@ -128,10 +128,15 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		return store.Stats{}, fmt.Errorf("stats: %w", s.classify(ctx, err))
 	}
 	// Rows a sweep would take now (the due end of outbox_claimable).
+	// Not those of a paused route: no sweep takes them (notPausedTerm).
+	paused := ""
+	if s.routePauses {
+		paused = notPausedTerm
+	}
 	res, err := s.pool.Query(ctx, `WITH `+clockCTE+`
-		SELECT effect, count(*) FROM outbox, clock
+		SELECT effect, count(*) FROM outbox o, clock
 		 WHERE status = 'pending' AND next_attempt_at <= clock.now
-		   AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= clock.now)
+		   AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= clock.now)`+paused+`
 		 GROUP BY effect`, s.offset.Load())
 	if err != nil {
 		return store.Stats{}, fmt.Errorf("stats: %w", s.classify(ctx, err))

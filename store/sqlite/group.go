@@ -127,7 +127,10 @@ const claimSQL = `UPDATE outbox
 		                                WHERE status = 'pending' AND next_attempt_at <= ?3
 		                                  AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= ?3)
 		                                  AND claim_token IS NOT ?1
-		                                  AND (?5 IS NULL OR effect IN (SELECT value FROM json_each(?5)))
+		                                  AND (?5 IS NULL OR effect IN (SELECT value FROM json_each(?5)))` +
+	// Issue 31: no row of a paused route (pauses.go, notPausedTerm); the
+	// rows this token holds already (above) finish their attempt.
+	notPausedTerm + `
 		                                ORDER BY next_attempt_at, id
 		                                LIMIT ?4))
 		                  ORDER BY theirs, due, id
