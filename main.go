@@ -91,6 +91,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		g.with(migrateCmd(g), "db"),
 		g.with(statusCmd(g), "db"),
 		g.with(outboxCmd(g), "db"),
+		g.with(routeCmd(g), "db"),
 		g.with(pruneCmd(g), "db"),
 		g.with(installsCmd(g), "db"),
 		g.with(backupCmd(g), "db"),

@@ -40,6 +40,10 @@ type RoutePauses interface {
 	// rows counted. On a schema older than route pauses (a read-only
 	// store), none.
 	PausedRoutes(ctx context.Context) ([]RoutePause, error)
+	// PendingByRoute counts the pending rows of each route (payload
+	// "route"; "" for rows without one), paused or not: one pass over the
+	// pending rows (`ackd route list`).
+	PendingByRoute(ctx context.Context) (map[string]int64, error)
 }
 
 // ReplayFilter selects the rows a replay copies: IDs, or a route and a

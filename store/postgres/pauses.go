@@ -103,6 +103,34 @@ func (s *Store) PausedRoutes(ctx context.Context) ([]store.RoutePause, error) {
 	return out, nil
 }
 
+// PendingByRoute counts pending rows by route.
+func (s *Store) PendingByRoute(ctx context.Context) (map[string]int64, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	res, err := s.pool.Query(ctx, `SELECT coalesce(ackd_payload_route(payload), ''), count(*) FROM outbox
+		 WHERE status = 'pending' GROUP BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("pending by route: %w", s.classify(ctx, err))
+	}
+	defer res.Close()
+	out := map[string]int64{}
+	for res.Next() {
+		var route string
+		var n int64
+		if err := res.Scan(&route, &n); err != nil {
+			return nil, fmt.Errorf("pending by route: %w", err)
+		}
+		out[route] = n
+	}
+	if err := res.Err(); err != nil {
+		return nil, fmt.Errorf("pending by route: %w", s.classify(ctx, err))
+	}
+	return out, nil
+}
+
 // replayWhere is the WHERE clause (and arguments) of the rows f selects.
 func replayWhere(f store.ReplayFilter) (string, []any) {
 	if len(f.IDs) > 0 {

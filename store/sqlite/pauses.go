@@ -122,7 +122,27 @@ func (s *Store) PausedRoutes(ctx context.Context) ([]store.RoutePause, error) {
 	return out, res.Err()
 }
 
-// replaySelect is the WHERE clause (and arguments) of the rows f selects.
+// PendingByRoute counts pending rows by route, off outbox_pending.
+func (s *Store) PendingByRoute(ctx context.Context) (map[string]int64, error) {
+	res, err := s.r.QueryContext(ctx, `SELECT coalesce(`+routeExpr+`, ''), count(*) FROM outbox
+		 WHERE status = 'pending' GROUP BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("pending by route: %w", err)
+	}
+	defer res.Close()
+	out := map[string]int64{}
+	for res.Next() {
+		var route string
+		var n int64
+		if err := res.Scan(&route, &n); err != nil {
+			return nil, fmt.Errorf("pending by route: %w", err)
+		}
+		out[route] = n
+	}
+	return out, res.Err()
+}
+
+// replayWhere is the WHERE clause (and arguments) of the rows f selects.
 func replayWhere(f store.ReplayFilter) (string, []any) {
 	if len(f.IDs) > 0 {
 		return `id IN (SELECT value FROM json_each(?))`, []any{jsonInts(f.IDs)}

@@ -70,6 +70,9 @@ func testRoutePauses(t *testing.T, newDB NewDB) {
 		if rest := mustClaim(t, s, "G", 10, time.Minute); len(rest) != 0 {
 			t.Fatalf("an unfiltered claim took %q: the paused route's rows", routesOf(rest))
 		}
+		if byRoute, err := s.PendingByRoute(ctx); err != nil || len(byRoute) != 3 || byRoute["slow"] != 2 || byRoute["fast"] != 2 || byRoute[""] != 2 {
+			t.Fatalf("pending by route %v %v, want slow 2, fast 2 (leased), \"\" 2", byRoute, err)
+		}
 		p := mustPaused(t, s)
 		if len(p) != 1 || p[0].Route != "slow" || p[0].By != "ops@host1" || p[0].Pending != 2 {
 			t.Fatalf("paused routes = %+v, want slow by ops@host1 (the first pause) with 2 pending rows", p)
