@@ -467,6 +467,7 @@ func sweepCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(g.stderr, "ackd sweep: not claiming rows this process cannot perform: %s\n", sweep.SkipSummary(routed))
 				}
 				sw := sweep.New(st, sweep.Effects(ec), sc, log, nil)
+				g.notePaused(ctx, st) // routecmd.go
 				res, err := sw.RunOnce(ctx)
 				fmt.Fprintln(g.stdout, res)
 				if err != nil {
@@ -815,6 +816,10 @@ func statusCmd(g *globals) *cobra.Command {
 					return err
 				}
 				waiting := waitingRows(s.Due, daemons)
+				pausedJSON, pausedLines, err := pausedStatus(cmd.Context(), st) // routecmd.go
+				if err != nil {
+					return err
+				}
 				marks, err := st.Marks(cmd.Context())
 				if err != nil {
 					return err
@@ -851,6 +856,7 @@ func statusCmd(g *globals) *cobra.Command {
 						"recovered":              s.Recovered,
 						"marks":                  markJSON,
 						"waiting":                waiting,
+						"paused_routes":          pausedJSON,
 					})
 				}
 				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
@@ -867,6 +873,9 @@ func statusCmd(g *globals) *cobra.Command {
 						label = "waiting"
 					}
 					fmt.Fprintf(w, "%s\t%d %s %s due, for %s\n", label, wr.Rows, wr.Effect, plural(wr.Rows, "row", "rows"), wr.For)
+				}
+				for i, line := range pausedLines {
+					fmt.Fprintf(w, "%s\t%s\n", map[bool]string{true: "paused"}[i == 0], line)
 				}
 				fmt.Fprintf(w, "recovered\t%d (intents catch-up recorded that the live path had missed)\n", s.Recovered)
 				for i, m := range marks {
@@ -971,6 +980,9 @@ func outboxCmd(g *globals) *cobra.Command {
 						return err
 					}
 					waiting = waitsFor(r, daemons, st.Now())
+					if waiting, err = pausedWaits(cmd.Context(), st, r, waiting); err != nil { // routecmd.go
+						return err
+					}
 				}
 				if showJSON {
 					return showRowJSON(g.stdout, r, waiting)
@@ -1027,6 +1039,7 @@ func outboxCmd(g *globals) *cobra.Command {
 		"perform)."
 	show.Flags().BoolVar(&showJSON, "json", false, "print JSON: the row's fields, what it waits for (waiting_for), its payload and its stored request (redacted as in the text)")
 	c.AddCommand(list, show, retryCmd(g), discardCmd(g))
+	c.AddCommand(replayCmd(g)) // outboxreplay.go
 	return c
 }
 

@@ -322,3 +322,70 @@ func routeList(ctx context.Context, st store.Store, cfg daemon.Config) ([]routeR
 	}
 	return out, nil
 }
+
+// pausedJSON is one paused route for `ackd status --json`.
+type pausedJSON struct {
+	Route                string `json:"route"`
+	PausedAt             string `json:"paused_at"`
+	PausedBy             string `json:"paused_by"`
+	PausedSeconds        int64  `json:"paused_seconds"`
+	Pending              int64  `json:"pending"`
+	OldestPendingSeconds int64  `json:"oldest_pending_seconds"`
+}
+
+// pausedStatus is what `ackd status` says of the paused routes: JSON
+// elements and text lines (their rows wait for a resume, not a sweep).
+func pausedStatus(ctx context.Context, st store.Store) ([]pausedJSON, []string, error) {
+	paused, err := st.PausedRoutes(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := st.Now()
+	out, lines := []pausedJSON{}, []string(nil)
+	for _, p := range paused {
+		j := pausedJSON{Route: p.Route, PausedAt: p.PausedAt.UTC().Format(time.RFC3339), PausedBy: p.By,
+			PausedSeconds: int64(max(0, now.Sub(p.PausedAt)).Seconds()), Pending: p.Pending}
+		line := fmt.Sprintf("route %s since %s (%s) by %s: ", p.Route, j.PausedAt, (time.Duration(j.PausedSeconds) * time.Second).String(), p.By)
+		if p.Pending == 0 {
+			line += "no pending row"
+		} else {
+			j.OldestPendingSeconds = int64(max(0, now.Sub(p.OldestPending)).Seconds())
+			line += fmt.Sprintf("%d pending %s (oldest %s) wait, claimed by no sweeper", p.Pending, plural(p.Pending, "row", "rows"),
+				(time.Duration(j.OldestPendingSeconds) * time.Second).String())
+		}
+		line += fmt.Sprintf("; `ackd route resume %s` makes them due", shellQuote(p.Route))
+		out, lines = append(out, j), append(lines, line)
+	}
+	return out, lines, nil
+}
+
+// pausedWaits is what a pending row of a paused route waits for (`outbox
+// show`), or waiting as it was.
+func pausedWaits(ctx context.Context, st store.Store, r store.Row, waiting string) (string, error) {
+	if r.Status != store.StatusPending || (r.ClaimToken != "" && r.ClaimExpiresAt.After(st.Now())) {
+		return waiting, nil // a sweep holds it: its attempt finishes
+	}
+	route := routeOf(r)
+	if route == "-" {
+		return waiting, nil
+	}
+	p, err := pauseOf(ctx, st, route)
+	if err != nil || p.Route == "" {
+		return waiting, err
+	}
+	return fmt.Sprintf("its route %s to be resumed: paused since %s by %s, no sweeper claims its rows (`ackd route resume %s`)",
+		route, p.PausedAt.UTC().Format(time.RFC3339), p.By, shellQuote(route)), nil
+}
+
+// notePaused tells a hand-run sweep's operator which routes it left alone.
+func (g *globals) notePaused(ctx context.Context, st store.Store) {
+	paused, err := st.PausedRoutes(ctx)
+	if err != nil {
+		fmt.Fprintf(g.stderr, "ackd sweep: paused routes unknown: %v\n", err)
+		return
+	}
+	for _, p := range paused {
+		fmt.Fprintf(g.stderr, "ackd sweep: route %s is paused (since %s, by %s): its %d pending %s left alone\n",
+			p.Route, p.PausedAt.UTC().Format(time.RFC3339), p.By, p.Pending, plural(p.Pending, "row", "rows"))
+	}
+}

@@ -165,7 +165,10 @@ type PruneResult struct {
 // sd_notify: rows by status and the age of the oldest pending row.
 type Queue struct {
 	Pending, Done, Parked, Discarded int64
-	OldestPending                    time.Duration // 0 when nothing is pending
+	// OldestPending is the age of the oldest pending row that no route
+	// pause holds (0 when none): a paused route's rows wait for a resume,
+	// not a sweep, and are counted apart (RoutePauses.PausedRoutes).
+	OldestPending time.Duration
 }
 
 // Stats adds what the status command shows.

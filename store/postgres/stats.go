@@ -92,13 +92,17 @@ func (s *Store) Queue(ctx context.Context) (store.Queue, error) {
 	defer cancel()
 	var q store.Queue
 	var oldestMS *int64
+	paused := "" // the oldest row no pause holds (store.Queue)
+	if s.routePauses {
+		paused = notPausedTerm
+	}
 	err := s.pool.QueryRow(ctx, `WITH `+clockCTE+`
 		SELECT count(*) FILTER (WHERE status = 'pending'),
 		       count(*) FILTER (WHERE status = 'done'),
 		       count(*) FILTER (WHERE status = 'parked'),
 		       count(*) FILTER (WHERE status = 'discarded'),
-		       (SELECT now FROM clock) - min(created_at) FILTER (WHERE status = 'pending')
-		  FROM outbox`, s.offset.Load()).Scan(&q.Pending, &q.Done, &q.Parked, &q.Discarded, &oldestMS)
+		       (SELECT now FROM clock) - min(created_at) FILTER (WHERE status = 'pending'`+paused+`)
+		  FROM outbox o`, s.offset.Load()).Scan(&q.Pending, &q.Done, &q.Parked, &q.Discarded, &oldestMS)
 	if err != nil {
 		return q, fmt.Errorf("queue stats: %w", s.classify(ctx, err))
 	}

@@ -39,8 +39,11 @@ func (s *Store) Queue(ctx context.Context) (Queue, error) {
 		return q, fmt.Errorf("queue stats: %w", err)
 	}
 	var oldest sql.NullInt64
-	if err := s.r.QueryRowContext(ctx,
-		`SELECT min(created_at) FROM outbox WHERE status = 'pending'`).Scan(&oldest); err != nil {
+	q1 := `SELECT min(created_at) FROM outbox WHERE status = 'pending'`
+	if s.routePauses {
+		q1 += notPausedTerm // the oldest row no pause holds (store.Queue)
+	}
+	if err := s.r.QueryRowContext(ctx, q1).Scan(&oldest); err != nil {
 		return q, fmt.Errorf("queue stats: %w", err)
 	}
 	if oldest.Valid {

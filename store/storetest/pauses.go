@@ -171,6 +171,31 @@ func testRoutePauses(t *testing.T, newDB NewDB) {
 		}
 	})
 
+	t.Run("the queue's oldest pending age leaves a paused route's rows out: they are not stuck", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "slow"))
+		db.Advance(time.Hour)
+		mustRecord(t, s, intent("Ev2", "fast"))
+		mustPause(t, s, "slow", "ops")
+		q, err := s.Queue(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Pending != 2 || q.OldestPending >= 30*time.Minute {
+			t.Fatalf("queue %+v: want 2 pending, the oldest (not paused) younger than 30m", q)
+		}
+		if p := mustPaused(t, s); len(p) != 1 || db.Now(t).Sub(p[0].OldestPending) < time.Hour {
+			t.Fatalf("paused %+v: want the paused row's age (1h) here", p)
+		}
+		if _, err := s.ResumeRoute(ctx, "slow"); err != nil {
+			t.Fatal(err)
+		}
+		if q, err := s.Queue(ctx); err != nil || q.OldestPending < time.Hour {
+			t.Fatalf("after the resume: %+v %v, want the oldest at 1h", q, err)
+		}
+	})
+
 	t.Run("an empty route name is refused", func(t *testing.T) {
 		s := newDB(t).Open(t, store.Options{})
 		if _, err := s.PauseRoute(ctx, "", "ops"); !errors.Is(err, store.ErrFilter) {
