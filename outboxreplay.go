@@ -115,7 +115,7 @@ func replayCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return replayError(err)
 				}
-				return g.printReplayed(st, f, done)
+				return g.printReplayed(f, done)
 			}
 			if dryRun {
 				return g.readStore(cmd.Context(), run)
@@ -231,7 +231,7 @@ func (g *globals) previewReplay(ctx context.Context, st store.Store, f store.Rep
 }
 
 // printReplayed says what a replay made, and how to cancel it.
-func (g *globals) printReplayed(st store.Store, f store.ReplayFilter, done []store.Replayed) error {
+func (g *globals) printReplayed(f store.ReplayFilter, done []store.Replayed) error {
 	if len(done) == 0 {
 		fmt.Fprintf(g.stdout, "replayed 0 rows: the filter selects no %s row of route %s in that window\n", strings.Join(f.StatusList(), " or "), f.Route)
 		return nil
@@ -251,6 +251,7 @@ func (g *globals) printReplayed(st store.Store, f store.ReplayFilter, done []sto
 	if len(ids) <= 50 {
 		fmt.Fprintf(g.stdout, "to cancel what no sweep has performed yet: ackd outbox discard %s\n", strings.Join(ids, " "))
 	}
-	g.logger().Info("outbox rows replayed", "rows", n, "first_key", done[0].Key, "by", func() string { who, _ := operator("", false); return who }())
+	who, _ := operator("", false)
+	g.logger().Info("outbox rows replayed", "rows", n, "first_key", done[0].Key, "by", who)
 	return nil
 }

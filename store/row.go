@@ -179,7 +179,8 @@ type Stats struct {
 	Leased        int64 // pending rows under an unexpired lease
 	SchemaVersion int
 	// Due counts, by effect, the pending rows that are due and under no
-	// live lease: rows a sweep would take now. Rows that stay here are
+	// live lease: rows a sweep would take now (not a paused route's: no
+	// sweep takes them, RoutePauses counts them). Rows that stay here are
 	// waiting for a process that can perform them (the status command
 	// compares them with what the running daemons perform).
 	Due map[string]int64
