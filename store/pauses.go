@@ -40,6 +40,11 @@ type RoutePauses interface {
 	// rows counted. On a schema older than route pauses (a read-only
 	// store), none.
 	PausedRoutes(ctx context.Context) ([]RoutePause, error)
+	// RoutePaused reports whether route is paused: one primary-key read,
+	// cheap enough for the ack path (a synchronous interaction's inline
+	// attempt is not made for a paused route). false on a schema older
+	// than route pauses.
+	RoutePaused(ctx context.Context, route string) (bool, error)
 	// PendingByRoute counts the pending rows of each route (payload
 	// "route"; "" for rows without one), paused or not: one pass over the
 	// pending rows (`ackd route list`).

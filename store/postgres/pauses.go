@@ -103,6 +103,23 @@ func (s *Store) PausedRoutes(ctx context.Context) ([]store.RoutePause, error) {
 	return out, nil
 }
 
+// RoutePaused looks route up in the pauses.
+func (s *Store) RoutePaused(ctx context.Context, route string) (bool, error) {
+	if !s.routePauses {
+		return false, nil
+	}
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var paused bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ackd_route_pauses WHERE route = $1)`, route).Scan(&paused); err != nil {
+		return false, fmt.Errorf("route paused: %w", s.classify(ctx, err))
+	}
+	return paused, nil
+}
+
 // PendingByRoute counts pending rows by route.
 func (s *Store) PendingByRoute(ctx context.Context) (map[string]int64, error) {
 	if err := s.check(); err != nil {

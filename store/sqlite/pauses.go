@@ -122,6 +122,18 @@ func (s *Store) PausedRoutes(ctx context.Context) ([]store.RoutePause, error) {
 	return out, res.Err()
 }
 
+// RoutePaused looks route up in the pauses.
+func (s *Store) RoutePaused(ctx context.Context, route string) (bool, error) {
+	if !s.routePauses {
+		return false, nil
+	}
+	var paused bool
+	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM ackd_route_pauses WHERE route = ?)`, route).Scan(&paused); err != nil {
+		return false, fmt.Errorf("route paused: %w", err)
+	}
+	return paused, nil
+}
+
 // PendingByRoute counts pending rows by route, off outbox_pending.
 func (s *Store) PendingByRoute(ctx context.Context) (map[string]int64, error) {
 	res, err := s.r.QueryContext(ctx, `SELECT coalesce(`+routeExpr+`, ''), count(*) FROM outbox

@@ -57,6 +57,11 @@ func testRoutePauses(t *testing.T, newDB NewDB) {
 			t.Fatal("a first pause reported no change")
 		}
 		after := db.Now(t)
+		for route, want := range map[string]bool{"slow": true, "fast": false, "": false} {
+			if got, err := s.RoutePaused(ctx, route); err != nil || got != want {
+				t.Fatalf("RoutePaused(%q) = %v, %v; want %v", route, got, err, want)
+			}
+		}
 		if mustPause(t, s, "slow", "other@host2") {
 			t.Fatal("pausing a paused route reported a change")
 		}
