@@ -875,7 +875,11 @@ func statusCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(w, "%s\t%d %s %s due, for %s\n", label, wr.Rows, wr.Effect, plural(wr.Rows, "row", "rows"), wr.For)
 				}
 				for i, line := range pausedLines {
-					fmt.Fprintf(w, "%s\t%s\n", map[bool]string{true: "paused"}[i == 0], line)
+					label := ""
+					if i == 0 {
+						label = "paused"
+					}
+					fmt.Fprintf(w, "%s\t%s\n", label, line)
 				}
 				fmt.Fprintf(w, "recovered\t%d (intents catch-up recorded that the live path had missed)\n", s.Recovered)
 				for i, m := range marks {
