@@ -107,13 +107,15 @@ func replayCmd(g *globals) *cobra.Command {
 				if err := f.Check(); err != nil {
 					return fmt.Errorf("outbox %w", unwrapFilter(err))
 				}
-				fmt.Fprintln(g.stderr, replayWarning)
 				if dryRun {
 					return g.previewReplay(ctx, st, f)
 				}
 				done, err := st.Replay(ctx, f)
 				if err != nil {
 					return replayError(err)
+				}
+				if len(done) > 0 {
+					fmt.Fprintln(g.stderr, replayWarning)
 				}
 				return g.printReplayed(f, done)
 			}
@@ -213,6 +215,9 @@ func (g *globals) previewReplay(ctx context.Context, st store.Store, f store.Rep
 		return replayError(err)
 	}
 	fmt.Fprintf(g.stdout, "would replay %d %s\n", total, plural(total, "row", "rows"))
+	if total > 0 {
+		fmt.Fprintln(g.stderr, replayWarning)
+	}
 	if total > 0 {
 		w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "ID\tSTATUS\tEFFECT\tROUTE\tCREATED\tKEY\tNEW KEY")

@@ -347,13 +347,13 @@ func pausedStatus(ctx context.Context, st store.Store) ([]pausedJSON, []string, 
 			PausedSeconds: int64(max(0, now.Sub(p.PausedAt)).Seconds()), Pending: p.Pending}
 		line := fmt.Sprintf("route %s since %s (%s) by %s: ", p.Route, j.PausedAt, (time.Duration(j.PausedSeconds) * time.Second).String(), p.By)
 		if p.Pending == 0 {
-			line += "no pending row"
+			line += "no pending row yet"
 		} else {
 			j.OldestPendingSeconds = int64(max(0, now.Sub(p.OldestPending)).Seconds())
 			line += fmt.Sprintf("%d pending %s (oldest %s) wait, claimed by no sweeper", p.Pending, plural(p.Pending, "row", "rows"),
 				(time.Duration(j.OldestPendingSeconds) * time.Second).String())
 		}
-		line += fmt.Sprintf("; `ackd route resume %s` makes them due", shellQuote(p.Route))
+		line += fmt.Sprintf("; `ackd route resume %s` resumes it", shellQuote(p.Route))
 		out, lines = append(out, j), append(lines, line)
 	}
 	return out, lines, nil
