@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -107,6 +108,12 @@ func testRoutePauseAndReplay(t *testing.T, db string) {
 	}
 	if r := ackd("route", "list"); !strings.Contains(r.Stdout, "by tester@ci") {
 		t.Errorf("route list: %q", r.Stdout)
+	}
+	// A paused route the config does not name (another config's) is listed too.
+	logOnly := procWriteConfig(t, dir, "log-only.toml", "[[route]]\nname = \"log\"\nevent = \"app_mention\"\neffect = \"log\"\n")
+	if r := procRun(t, procEnv(), "route", "list", "--db", db, "--config", logOnly); r.Code != 0 ||
+		!regexp.MustCompile(`(?m)^fwd +\(not in the config\) +since .* by tester@ci .* 1$`).MatchString(r.Stdout) {
+		t.Errorf("route list with a config without fwd: exit %d, %q %q", r.Code, r.Stdout, r.Stderr)
 	}
 	var st struct {
 		Paused []struct {
