@@ -23,7 +23,9 @@ import (
 // row's route is probed in a hashed subplan of the pauses; the rows are
 // still read off outbox_claimable in due order (EXPLAIN unchanged: the
 // same Index Scan, a Filter added), so a paused route's backlog due before
-// the others' is passed over at each claim. coalesce: a row without a route
+// the others' is passed over at each claim (each row passed is read and its
+// route parsed: a claim's time grows with the paused backlog, as on SQLite,
+// though here it holds no lock acks wait on). coalesce: a row without a route
 // (NULL) is never paused, and NOT IN of NULL would drop it.
 const notPausedTerm = `
 				   AND (NOT EXISTS (SELECT 1 FROM ackd_route_pauses)
