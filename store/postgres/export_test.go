@@ -1,0 +1,4 @@
+package postgres
+
+// ClaimSQL is the claim statement, for TestClaimPlanWithPauses.
+const ClaimSQL = claimSQL
