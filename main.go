@@ -92,6 +92,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		g.with(migrateCmd(g), "db"),
 		g.with(statusCmd(g), "db"),
 		g.with(outboxCmd(g), "db"),
+		g.with(routeCmd(g), "db"),
 		g.with(pruneCmd(g), "db"),
 		g.with(installsCmd(g), "db"),
 		g.with(backupCmd(g), "db"),
@@ -468,6 +469,7 @@ func sweepCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(g.stderr, "ackd sweep: not claiming rows this process cannot perform: %s\n", sweep.SkipSummary(routed))
 				}
 				sw := sweep.New(st, sweep.Effects(ec), sc, log, nil)
+				g.notePaused(ctx, st) // routecmd.go
 				res, err := sw.RunOnce(ctx)
 				fmt.Fprintln(g.stdout, res)
 				if err != nil {
@@ -816,6 +818,10 @@ func statusCmd(g *globals) *cobra.Command {
 					return err
 				}
 				waiting := waitingRows(s.Due, daemons)
+				pausedJSON, pausedLines, err := pausedStatus(cmd.Context(), st) // routecmd.go
+				if err != nil {
+					return err
+				}
 				marks, err := st.Marks(cmd.Context())
 				if err != nil {
 					return err
@@ -852,6 +858,7 @@ func statusCmd(g *globals) *cobra.Command {
 						"recovered":              s.Recovered,
 						"marks":                  markJSON,
 						"waiting":                waiting,
+						"paused_routes":          pausedJSON,
 					})
 				}
 				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
@@ -868,6 +875,13 @@ func statusCmd(g *globals) *cobra.Command {
 						label = "waiting"
 					}
 					fmt.Fprintf(w, "%s\t%d %s %s due, for %s\n", label, wr.Rows, wr.Effect, plural(wr.Rows, "row", "rows"), wr.For)
+				}
+				for i, line := range pausedLines {
+					label := ""
+					if i == 0 {
+						label = "paused"
+					}
+					fmt.Fprintf(w, "%s\t%s\n", label, line)
 				}
 				fmt.Fprintf(w, "recovered\t%d (intents catch-up recorded that the live path had missed)\n", s.Recovered)
 				for i, m := range marks {
@@ -972,6 +986,9 @@ func outboxCmd(g *globals) *cobra.Command {
 						return err
 					}
 					waiting = waitsFor(r, daemons, st.Now())
+					if waiting, err = pausedWaits(cmd.Context(), st, r, waiting); err != nil { // routecmd.go
+						return err
+					}
 				}
 				attempts, err := st.Attempts(cmd.Context(), id)
 				if err != nil && !errors.Is(err, store.ErrNotFound) { // pruned since the Get: none
@@ -1039,6 +1056,7 @@ func outboxCmd(g *globals) *cobra.Command {
 		"handler's status) and its error."
 	show.Flags().BoolVar(&showJSON, "json", false, "print JSON: the row's fields, what it waits for (waiting_for), its attempts, its payload and its stored request (redacted as in the text)")
 	c.AddCommand(list, show, retryCmd(g), discardCmd(g))
+	c.AddCommand(replayCmd(g)) // outboxreplay.go
 	return c
 }
 

@@ -472,3 +472,18 @@ SELECT row_id,
        error,
        result
   FROM outbox_attempts;
+
+-- migrate: 14
+-- cost: a new table, reads no row
+
+-- Paused routes (`ackd route pause NAME`, issue 31): a claim takes no
+-- pending row whose payload's route is here, in every process on this
+-- database (daemons, a hand-run `ackd sweep --once`); the route's requests
+-- are still recorded and acked. Resuming deletes the row: the route's rows
+-- are due as they were. paused_at is the store's clock (ms), paused_by the
+-- operator (user@host, or the console's remote address).
+CREATE TABLE ackd_route_pauses (
+  route     TEXT    PRIMARY KEY CHECK (route <> ''),
+  paused_at INTEGER NOT NULL,
+  paused_by TEXT    NOT NULL
+);

@@ -72,9 +72,14 @@ func (c *Console) rowAction(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("replay made %d rows, not one", len(made))
 		}
 	}
-	if errors.Is(err, store.ErrNotFound) {
+	var refused *store.ReplayRefused
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		// It moved on between the read and the write (a sweep took it).
 		c.fail(w, r, http.StatusConflict, fmt.Sprintf("%s does not apply any more: row %d changed meanwhile; nothing was changed", action, id))
+		return
+	case errors.As(err, &refused), errors.Is(err, store.ErrFilter):
+		c.fail(w, r, http.StatusConflict, fmt.Sprintf("%s refused: %v; nothing was changed", action, err))
 		return
 	}
 	if err != nil {
@@ -280,6 +285,11 @@ func (c *Console) bulkAction(w http.ResponseWriter, r *http.Request) {
 	}
 	log := c.log.With("remote", remote(r), "action", "bulk "+b.Verb, "route", b.Route, "status", b.Status, "since", b.Since,
 		"previewed", r.PostForm.Get("expect"))
+	var refused *store.ReplayRefused
+	if errors.As(err, &refused) || errors.Is(err, store.ErrFilter) {
+		c.fail(w, r, http.StatusConflict, fmt.Sprintf("bulk %s refused: %v; nothing was changed", b.Verb, err))
+		return
+	}
 	if err != nil {
 		log.Warn("console: bulk action failed", "err", err)
 		c.fail(w, r, http.StatusServiceUnavailable, "bulk "+b.Verb+" failed: "+err.Error())

@@ -379,6 +379,39 @@ func TestConsole(t *testing.T) {
 			}
 		})
 
+		t.Run("pause and resume a route: 303 back, the state in the database, who paused it", func(t *testing.T) {
+			resp, _ := s.post("/routes/pause", s.form("route", "greet"))
+			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/routes?done=pause" {
+				t.Fatalf("pause: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			_, body := s.get("/routes")
+			if !strings.Contains(body, `data-route="greet" data-paused="true"`) || !strings.Contains(body, `data-action="resume"`) ||
+				!strings.Contains(body, `data-route="audit" data-paused="false"`) {
+				t.Fatalf("routes after pause:\n%s", body)
+			}
+			paused, err := st.PausedRoutes(context.Background())
+			if err != nil || len(paused) != 1 || paused[0].Route != "greet" || !strings.Contains(paused[0].By, "127.0.0.1") {
+				t.Fatalf("PausedRoutes: %+v %v", paused, err)
+			}
+			if _, body := s.get("/"); !strings.Contains(body, `data-paused-route="greet"`) {
+				t.Fatalf("the overview does not list the paused route:\n%s", body)
+			}
+			resp, _ = s.post("/routes/pause", s.form("route", "greet"))
+			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/routes?done=nochange" {
+				t.Fatalf("pause again: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			resp, _ = s.post("/routes/resume", s.form("route", "greet"))
+			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/routes?done=resume" {
+				t.Fatalf("resume: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			if paused, err := st.PausedRoutes(context.Background()); err != nil || len(paused) != 0 {
+				t.Fatalf("after resume: %+v %v", paused, err)
+			}
+			if logs := s.logs.String(); !strings.Contains(logs, `"msg":"console: route paused"`) || !strings.Contains(logs, `"msg":"console: route resumed"`) {
+				t.Errorf("no log lines for pause and resume:\n%s", logs)
+			}
+		})
+
 		t.Run("bulk: empty or unknown filters are refused; the count comes first, then the change", func(t *testing.T) {
 			park(t, st) // EvPARK:greet (retried), EvPEND:greet and EvPEND:audit
 			for _, q := range []string{"verb=discard&route=", "verb=discard&route=nosuch", "verb=explode&route=greet",
@@ -409,6 +442,54 @@ func TestConsole(t *testing.T) {
 			}
 			if !strings.Contains(s.logs.String(), `"action":"bulk discard"`) {
 				t.Errorf("no log line for the bulk discard:\n%s", s.logs)
+			}
+		})
+
+		t.Run("replay a done row: a new pending row keyed #r1, the original as it was", func(t *testing.T) {
+			record(t, st, "EvDONE", "done", "greet")
+			r := rowByKey(t, st, "EvDONE:greet")
+			claimed, err := st.Claim(context.Background(), "done", 100, time.Minute, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range claimed {
+				if c.ID == r.ID {
+					if held, err := st.Complete(context.Background(), c.ID, "done", "", nil); err != nil || !held {
+						t.Fatal(held, err)
+					}
+				}
+			}
+			if _, body := s.get(fmt.Sprintf("/rows/%d", r.ID)); !strings.Contains(body, `data-action="replay"`) || strings.Contains(body, `data-action="retry"`) {
+				t.Fatalf("a done row's actions:\n%s", body)
+			}
+			resp, _ := s.post(fmt.Sprintf("/rows/%d/replay", r.ID), s.form())
+			replayed := rowByKey(t, st, "EvDONE:greet#r1")
+			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != fmt.Sprintf("/rows/%d?done=replay", replayed.ID) {
+				t.Fatalf("replay: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			if replayed.Status != store.StatusPending || replayed.Payload != r.Payload || replayed.Effect != r.Effect {
+				t.Fatalf("the replayed row: %+v", replayed)
+			}
+			if orig := rowByKey(t, st, "EvDONE:greet"); orig.Status != store.StatusDone {
+				t.Fatalf("the original is %s", orig.Status)
+			}
+			resp, _ = s.post(fmt.Sprintf("/rows/%d/replay", replayed.ID), s.form())
+			if resp.StatusCode != http.StatusConflict {
+				t.Fatalf("replay of a pending row: %d, want 409", resp.StatusCode)
+			}
+			if !strings.Contains(s.logs.String(), `"new_key":"EvDONE:greet#r1"`) {
+				t.Errorf("no log line for the replay:\n%s", s.logs)
+			}
+			_, body := s.get("/bulk?verb=replay&route=greet&status=done&since=1h")
+			if !strings.Contains(body, `data-bulk-count="1"`) {
+				t.Fatalf("bulk replay preview:\n%s", body)
+			}
+			resp, _ = s.post("/bulk", s.form("verb", "replay", "route", "greet", "status", "done", "since", "1h"))
+			if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "changed=1") {
+				t.Fatalf("bulk replay: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			if r := rowByKey(t, st, "EvDONE:greet#r2"); r.Status != store.StatusPending {
+				t.Fatalf("bulk replay made %+v", r)
 			}
 		})
 	})

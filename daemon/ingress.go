@@ -445,6 +445,9 @@ func (s *Server) handleInteraction(ctx context.Context, req request) answer {
 		}
 	}
 	in = withRequest(in, sweep.ContentTypeForm, req.body)
+	if inline >= 0 && s.inlinePaused(ctx, routes[inline].Name) { // pauses.go
+		inline = -1
+	}
 	if inline < 0 {
 		// An empty 200 closes a view_submission's modal; a 500 shows the
 		// user that the action failed.

@@ -302,6 +302,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	}()
 	s.probes = newProbeCache(st, s.log, s.opts.ProbeEvery)
 	s.metrics = newMetrics(st, s.opts.ProbeEvery)
+	s.metrics.reg.MustRegister(newPauseCollector(st, s.cfg.Routes)) // metrics_pauses.go
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ackd_request_body_bytes_held",
 		Help: "Bytes of the request body budget reserved by Slack requests being read or answered now.",

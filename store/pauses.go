@@ -2,6 +2,10 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -19,16 +23,32 @@ type RoutePause struct {
 }
 
 // RoutePauses keeps the pause state in the database, so that every process
-// on it honours it.
+// on it honours it: Claim passes over the pending rows (payload "route") of
+// a paused route, except those the claiming token already holds (an
+// attempt under way when the pause landed finishes). Stats.Due and
+// ClaimBlockers do not count them either: they are not waiting for a sweep.
 type RoutePauses interface {
-	// PauseRoute pauses route; changed == false: it was paused already.
+	// PauseRoute pauses route; changed == false: it was paused already
+	// (by whom and since when: PausedRoutes). An empty route is refused
+	// (ErrFilter); the store does not know the config's routes, the
+	// caller checks the name.
 	PauseRoute(ctx context.Context, route, by string) (changed bool, err error)
 	// ResumeRoute resumes route; its rows are due as they were. changed ==
 	// false: it was not paused.
 	ResumeRoute(ctx context.Context, route string) (changed bool, err error)
 	// PausedRoutes returns every paused route, by name, with its pending
-	// rows counted.
+	// rows counted. On a schema older than route pauses (a read-only
+	// store), none.
 	PausedRoutes(ctx context.Context) ([]RoutePause, error)
+	// RoutePaused reports whether route is paused: one primary-key read,
+	// cheap enough for the ack path (a synchronous interaction's inline
+	// attempt is not made for a paused route). false on a schema older
+	// than route pauses.
+	RoutePaused(ctx context.Context, route string) (bool, error)
+	// PendingByRoute counts the pending rows of each route (payload
+	// "route"; "" for rows without one), paused or not: one pass over the
+	// pending rows (`ackd route list`).
+	PendingByRoute(ctx context.Context) (map[string]int64, error)
 }
 
 // ReplayFilter selects the rows a replay copies: IDs, or a route and a
@@ -36,9 +56,49 @@ type RoutePauses interface {
 type ReplayFilter struct {
 	IDs      []int64
 	Route    string
-	Since    time.Time
-	Until    time.Time // zero: now
+	Since    time.Time // created_at at or after; required with Route
+	Until    time.Time // created_at before; zero: no upper bound (now)
 	Statuses []string  // done, parked, discarded; empty: done
+}
+
+// ReplayStatuses are the statuses a replay copies rows of. A pending row
+// is not replayed: it has not finished.
+var ReplayStatuses = []string{StatusDone, StatusParked, StatusDiscarded}
+
+// Check refuses a filter that could select the wrong rows (ErrFilter): no
+// ids and no route, both, a route without Since, an empty window, a status
+// that is not one of ReplayStatuses.
+func (f ReplayFilter) Check() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("replay: %s: %w", fmt.Sprintf(format, a...), ErrFilter)
+	}
+	switch {
+	case len(f.IDs) == 0 && f.Route == "":
+		return bad("give row ids, or a route and a time window")
+	case len(f.IDs) > 0 && (f.Route != "" || !f.Since.IsZero() || !f.Until.IsZero() || len(f.Statuses) > 0):
+		return bad("row ids and a route filter select differently; give one")
+	case f.Route != "" && f.Since.IsZero():
+		return bad("a route filter needs the start of its window (since)")
+	case !f.Until.IsZero() && !f.Until.After(f.Since):
+		return bad("the window ends (%s) before it starts (%s)", f.Until.UTC().Format(time.RFC3339), f.Since.UTC().Format(time.RFC3339))
+	}
+	for _, s := range f.Statuses {
+		switch {
+		case s == StatusPending:
+			return bad("a pending row is not replayed (it has not finished: it waits for a sweep)")
+		case !slices.Contains(ReplayStatuses, s):
+			return bad("%q is not a status a replay copies (%s)", s, strings.Join(ReplayStatuses, ", "))
+		}
+	}
+	return nil
+}
+
+// StatusList is f.Statuses, or done when none is given.
+func (f ReplayFilter) StatusList() []string {
+	if len(f.Statuses) == 0 {
+		return []string{StatusDone}
+	}
+	return f.Statuses
 }
 
 // Replayed is one row a replay made.
@@ -48,13 +108,91 @@ type Replayed struct {
 	Key  string // <original key>#r<N>
 }
 
+// ReplayRefused is a replay that changed nothing because rows it names
+// cannot be replayed: Missing ids that are no row (pruned, or never one),
+// Pending rows (not finished), and rows whose stored Slack request was
+// pruned (NoRequest: the effect could not be performed from the payload
+// alone).
+type ReplayRefused struct {
+	Missing, Pending, NoRequest []int64
+}
+
+func (e *ReplayRefused) Error() string {
+	var parts []string
+	list := func(ids []int64) string {
+		s := make([]string, 0, min(len(ids), 10))
+		for i, id := range ids {
+			if i == 10 {
+				s = append(s, fmt.Sprintf("and %d more", len(ids)-i))
+				break
+			}
+			s = append(s, strconv.FormatInt(id, 10))
+		}
+		return strings.Join(s, ", ")
+	}
+	if len(e.Missing) > 0 {
+		parts = append(parts, "no such row: "+list(e.Missing)+" (done and discarded rows are pruned after [retention] done)")
+	}
+	if len(e.Pending) > 0 {
+		parts = append(parts, "pending, not finished (a pending row is not replayed): "+list(e.Pending))
+	}
+	if len(e.NoRequest) > 0 {
+		parts = append(parts, "their stored Slack request was pruned, so the effect could not be performed again: "+list(e.NoRequest))
+	}
+	return "replay refused, nothing changed: " + strings.Join(parts, "; ")
+}
+
+// Is makes a ReplayRefused an ErrFilter.
+func (e *ReplayRefused) Is(target error) bool { return target == ErrFilter }
+
+// Refused reports whether e names any row.
+func (e *ReplayRefused) Refused() bool {
+	return len(e.Missing)+len(e.Pending)+len(e.NoRequest) > 0
+}
+
+// ReplayKey is the key of the n-th replay of key: key#r<n>. BaseKey undoes
+// it, so that replaying a replay counts among the original's replays.
+func ReplayKey(key string, n int) string { return key + "#r" + strconv.Itoa(n) }
+
+// BaseKey is key without a trailing replay suffix (#r<N>), and N (0: none).
+func BaseKey(key string) (string, int) {
+	i := strings.LastIndex(key, "#r")
+	if i < 0 || i+2 == len(key) {
+		return key, 0
+	}
+	n, err := strconv.Atoi(key[i+2:])
+	if err != nil || n <= 0 || strconv.Itoa(n) != key[i+2:] {
+		return key, 0
+	}
+	return key[:i], n
+}
+
+// NextReplay is the number of the next replay of base given the keys that
+// exist beginning with base#r (the highest N + 1; keys that are not
+// base#r<N> are ignored).
+func NextReplay(base string, keys []string) int {
+	next := 1
+	for _, k := range keys {
+		if b, n := BaseKey(k); b == base && n >= next {
+			next = n + 1
+		}
+	}
+	return next
+}
+
 // Replayer redoes work: a new pending row per selected row, keyed
-// `<key>#r<N>`, with the same effect, payload and stored request. The
-// original row and the receipts stay as they are.
+// `<key>#r<N>`, with the same effect, payload and stored request, due
+// now. The original row and the receipts stay as they are. N is 1 + the
+// highest replay of that key still stored (a replay row that was pruned no
+// longer counts). A replay of a replay is numbered among its original's:
+// replaying k#r1 makes k#r2.
 type Replayer interface {
-	// ReplayMatching returns the first limit rows f selects and how many in
-	// all (--dry-run).
+	// ReplayMatching returns the first limit rows f selects, in id order,
+	// and how many in all (--dry-run). f is checked (ReplayFilter.Check);
+	// ids that cannot be replayed are refused (*ReplayRefused).
 	ReplayMatching(ctx context.Context, f ReplayFilter, limit int) ([]Row, int64, error)
-	// Replay creates the new rows in one transaction and returns them.
+	// Replay creates the new rows in one transaction and returns them, in
+	// the order of the originals' ids. Nothing is written when f is
+	// refused (ErrFilter, *ReplayRefused) or selects nothing.
 	Replay(ctx context.Context, f ReplayFilter) ([]Replayed, error)
 }

@@ -165,7 +165,10 @@ type PruneResult struct {
 // sd_notify: rows by status and the age of the oldest pending row.
 type Queue struct {
 	Pending, Done, Parked, Discarded int64
-	OldestPending                    time.Duration // 0 when nothing is pending
+	// OldestPending is the age of the oldest pending row that no route
+	// pause holds (0 when none): a paused route's rows wait for a resume,
+	// not a sweep, and are counted apart (RoutePauses.PausedRoutes).
+	OldestPending time.Duration
 }
 
 // Stats adds what the status command shows.
@@ -176,7 +179,8 @@ type Stats struct {
 	Leased        int64 // pending rows under an unexpired lease
 	SchemaVersion int
 	// Due counts, by effect, the pending rows that are due and under no
-	// live lease: rows a sweep would take now. Rows that stay here are
+	// live lease: rows a sweep would take now (not a paused route's: no
+	// sweep takes them, RoutePauses counts them). Rows that stay here are
 	// waiting for a process that can perform them (the status command
 	// compares them with what the running daemons perform).
 	Due map[string]int64

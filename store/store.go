@@ -478,7 +478,8 @@ type LockHolder struct {
 // ClaimBlockers is implemented by engines whose claims pass over rows that
 // other transactions lock (PostgreSQL's FOR UPDATE SKIP LOCKED), to say
 // why a claim took nothing: waiting counts the rows due and free that
-// filter accepts (a claim would take them were they not locked), holders
+// filter accepts (a claim would take them were they not locked; not a
+// paused route's, which no claim takes), holders
 // the sessions holding outbox locks in an open transaction, oldest first.
 type ClaimBlockers interface {
 	ClaimBlockers(ctx context.Context, filter *ClaimFilter) (waiting int64, holders []LockHolder, err error)

@@ -30,7 +30,7 @@ func (s *Store) ClaimBlockers(ctx context.Context, filter *store.ClaimFilter) (i
 		SELECT count(*) FROM outbox o, clock
 		 WHERE o.status = 'pending' AND o.next_attempt_at <= clock.now
 		   AND (o.claim_token IS NULL OR o.claim_expires_at IS NULL OR o.claim_expires_at <= clock.now)
-		   AND ($2::text[] IS NULL OR o.effect = ANY($2::text[]))`, s.offset.Load(), effects).Scan(&waiting)
+		   AND ($2::text[] IS NULL OR o.effect = ANY($2::text[]))`+notPausedTerm, s.offset.Load(), effects).Scan(&waiting)
 	if err != nil {
 		return 0, nil, fmt.Errorf("count claimable rows: %w", s.classify(ctx, err))
 	}

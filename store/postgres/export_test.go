@@ -1,5 +1,8 @@
 package postgres
 
+// ClaimSQL is the claim statement, for TestClaimPlanWithPauses.
+const ClaimSQL = claimSQL
+
 // The console's statements, whose plans the tests read.
 var (
 	SearchSQL       = searchSQL(rowColumns)

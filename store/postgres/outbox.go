@@ -99,7 +99,10 @@ const claimSQL = `WITH ` + clockCTE + `,
 				        OR o.claim_expires_at <= clock.now
 				        OR o.claim_expires_at > ackd_now_ms() + $1::bigint + 2 * coalesce(o.claim_lease_ms, $3::bigint))
 				   AND o.claim_token IS DISTINCT FROM $2
-				   AND ($5::text[] IS NULL OR o.effect = ANY($5::text[]))
+				   AND ($5::text[] IS NULL OR o.effect = ANY($5::text[]))` +
+	// Issue 31: no row of a paused route (pauses.go, notPausedTerm); the
+	// rows this token holds already (mine, above) finish their attempt.
+	notPausedTerm + `
 				 ORDER BY o.next_attempt_at, o.id
 				 LIMIT $4
 				   FOR UPDATE OF o SKIP LOCKED) free

@@ -409,3 +409,18 @@ SELECT row_id,
        error,
        result
   FROM outbox_attempts;
+
+-- migrate: 13
+-- cost: a new table, reads no row
+
+-- Paused routes (`ackd route pause NAME`, issue 31): a claim takes no
+-- pending row whose payload's route is here, on every replica and in a
+-- hand-run `ackd sweep --once`; the route's requests are still recorded and
+-- acked. Resuming deletes the row: the route's rows are due as they were.
+-- paused_at is the database's clock (ms), paused_by the operator
+-- (user@host, or the console's remote address).
+CREATE TABLE ackd_route_pauses (
+  route     text   PRIMARY KEY CHECK (route <> ''),
+  paused_at bigint NOT NULL,
+  paused_by text   NOT NULL
+);

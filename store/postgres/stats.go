@@ -92,13 +92,17 @@ func (s *Store) Queue(ctx context.Context) (store.Queue, error) {
 	defer cancel()
 	var q store.Queue
 	var oldestMS *int64
+	paused := "" // the oldest row no pause holds (store.Queue)
+	if s.routePauses {
+		paused = notPausedTerm
+	}
 	err := s.pool.QueryRow(ctx, `WITH `+clockCTE+`
 		SELECT count(*) FILTER (WHERE status = 'pending'),
 		       count(*) FILTER (WHERE status = 'done'),
 		       count(*) FILTER (WHERE status = 'parked'),
 		       count(*) FILTER (WHERE status = 'discarded'),
-		       (SELECT now FROM clock) - min(created_at) FILTER (WHERE status = 'pending')
-		  FROM outbox`, s.offset.Load()).Scan(&q.Pending, &q.Done, &q.Parked, &q.Discarded, &oldestMS)
+		       (SELECT now FROM clock) - min(created_at) FILTER (WHERE status = 'pending'`+paused+`)
+		  FROM outbox o`, s.offset.Load()).Scan(&q.Pending, &q.Done, &q.Parked, &q.Discarded, &oldestMS)
 	if err != nil {
 		return q, fmt.Errorf("queue stats: %w", s.classify(ctx, err))
 	}
@@ -128,10 +132,15 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		return store.Stats{}, fmt.Errorf("stats: %w", s.classify(ctx, err))
 	}
 	// Rows a sweep would take now (the due end of outbox_claimable).
+	// Not those of a paused route: no sweep takes them (notPausedTerm).
+	paused := ""
+	if s.routePauses {
+		paused = notPausedTerm
+	}
 	res, err := s.pool.Query(ctx, `WITH `+clockCTE+`
-		SELECT effect, count(*) FROM outbox, clock
+		SELECT effect, count(*) FROM outbox o, clock
 		 WHERE status = 'pending' AND next_attempt_at <= clock.now
-		   AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= clock.now)
+		   AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= clock.now)`+paused+`
 		 GROUP BY effect`, s.offset.Load())
 	if err != nil {
 		return store.Stats{}, fmt.Errorf("stats: %w", s.classify(ctx, err))

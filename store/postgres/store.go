@@ -77,6 +77,8 @@ type Store struct {
 	readColumns string
 	// catchupMarks: the catchup_marks table exists (likewise).
 	catchupMarks bool
+	// routePauses: the ackd_route_pauses table exists (likewise).
+	routePauses bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -163,6 +165,10 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 		s.readColumns = outboxReadColumns(confirm)
 		err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.tables
 			WHERE table_schema = current_schema() AND table_name = 'catchup_marks')`).Scan(&s.catchupMarks)
+		if err == nil {
+			err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.tables
+				WHERE table_schema = current_schema() AND table_name = 'ackd_route_pauses')`).Scan(&s.routePauses)
+		}
 		if err == nil {
 			err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
 				WHERE table_schema = current_schema() AND table_name = 'ackd_instances' AND column_name = 'state')`).Scan(&s.instanceState)

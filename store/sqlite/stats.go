@@ -15,10 +15,19 @@ const QueueCountsSQL = `SELECT
 	(SELECT count(*) FROM outbox WHERE status = 'discarded')`
 
 // DueSQL counts, by effect, the pending rows due at ?1 and under no live
-// lease: the due end of the pending index, rows a sweep would take now.
-const DueSQL = `SELECT effect, count(*) FROM outbox
+// lease: the due end of the pending index, rows a sweep would take now
+// (not those of a paused route: no sweep takes them).
+const DueSQL = dueWhere + notPausedTerm + dueGroupBy
+
+// dueSQLBeforePauses is DueSQL on a schema without route pauses (a
+// read-only store on an older file).
+const dueSQLBeforePauses = dueWhere + dueGroupBy
+
+const dueWhere = `SELECT effect, count(*) FROM outbox
  WHERE status = 'pending' AND next_attempt_at <= ?1
-   AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= ?1)
+   AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= ?1)`
+
+const dueGroupBy = `
  GROUP BY effect`
 
 // Queue counts outbox rows by status (from their indexes) and measures the
@@ -30,8 +39,11 @@ func (s *Store) Queue(ctx context.Context) (Queue, error) {
 		return q, fmt.Errorf("queue stats: %w", err)
 	}
 	var oldest sql.NullInt64
-	if err := s.r.QueryRowContext(ctx,
-		`SELECT min(created_at) FROM outbox WHERE status = 'pending'`).Scan(&oldest); err != nil {
+	q1 := `SELECT min(created_at) FROM outbox WHERE status = 'pending'`
+	if s.routePauses {
+		q1 += notPausedTerm // the oldest row no pause holds (store.Queue)
+	}
+	if err := s.r.QueryRowContext(ctx, q1).Scan(&oldest); err != nil {
 		return q, fmt.Errorf("queue stats: %w", err)
 	}
 	if oldest.Valid {
@@ -58,7 +70,11 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
-	res, err := s.r.QueryContext(ctx, DueSQL, now)
+	due := DueSQL
+	if !s.routePauses {
+		due = dueSQLBeforePauses
+	}
+	res, err := s.r.QueryContext(ctx, due, now)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
