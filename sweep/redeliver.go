@@ -90,6 +90,11 @@ func (e *effects) redeliver(ctx context.Context, job Job) (Outcome, error) {
 		HeaderAttempt:        {strconv.Itoa(job.Attempt)},
 	}
 	e.log.DebugContext(ctx, "redeliver", "key", job.Row.Key, "attempt", job.Attempt, "route", p.Route)
+	// Not replayable by the transport: with an Idempotency-Key header and a
+	// GetBody, http.Transport resends the request by itself when a reused
+	// connection breaks after it was written, a second delivery under the
+	// same attempt. The sweep alone retries (TestForwardIsNotReplayedByTheTransport).
+	hr.GetBody = nil
 	resp, err := e.cfg.HTTPClient.Do(hr)
 	if err != nil {
 		return Outcome{}, Classify(err)

@@ -137,6 +137,11 @@ func (e *effects) postJSON(ctx context.Context, url string, body []byte, header 
 		req.Header[k] = vs
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// Not replayable by the transport: with an Idempotency-Key header and a
+	// GetBody, http.Transport resends the request by itself when a reused
+	// connection breaks after it was written, a second delivery under the
+	// same attempt. The sweep alone retries (TestForwardIsNotReplayedByTheTransport).
+	req.GetBody = nil
 	req.Header.Set("User-Agent", "ackd")
 	resp, err := e.cfg.HTTPClient.Do(req)
 	if err != nil {
