@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
@@ -37,6 +36,7 @@ import (
 	"github.com/ackd/ackd/catchup"
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/buildinfo"
+	"github.com/ackd/ackd/internal/redact"
 	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/slacksim"
 	"github.com/ackd/ackd/store"
@@ -277,6 +277,7 @@ func secrets(signing bool) (daemon.Secrets, error) {
 	get("SLACK_CLIENT_SECRET", &sec.ClientSecret)
 	get("ACKD_TOKEN_KEY", &sec.TokenKey)
 	get("ACKD_TOKEN_KEY_OLD", &sec.TokenKeyOld)
+	get("ACKD_CONSOLE_PASSWORD", &sec.ConsolePassword)
 	return sec, errors.Join(errs...)
 }
 
@@ -1388,55 +1389,19 @@ func versionCmd(g *globals) *cobra.Command {
 	return c
 }
 
-// printRedacted prints a JSON document indented, with redactSecrets applied;
-// anything that is not a JSON object is printed as it is.
+// printRedacted prints a JSON document indented, with redact.Secrets
+// applied; anything that is not a JSON object is printed as it is.
 func printRedacted(w io.Writer, doc []byte) {
-	var pretty map[string]any
-	if json.Unmarshal(doc, &pretty) == nil {
-		redactSecrets(pretty)
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false) // Slack's "<@U123>" as it is, not "\u003c@U123\u003e"
-		_ = enc.Encode(pretty)
+	if pretty, ok := redact.Pretty(doc); ok {
+		_, _ = w.Write(pretty)
 		return
 	}
 	fmt.Fprintln(w, string(doc))
 }
 
-// redactSecrets hides, at any depth of a stored payload, what an operator's
-// screen does not need and must not leak: Slack's deprecated verification
-// token ("token"), a workflow step's execution token ("bot_access_token",
-// sealed at rest, but not even its sealed form is shown) and every response_url, a bearer capability (anyone who
-// holds one can post to the user for 30 minutes). A URL keeps its scheme and
-// host, so that the operator still sees where it points.
-func redactSecrets(v any) {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			switch s, isString := e.(string); {
-			case (k == "token" || k == "bot_access_token") && e != nil:
-				v[k] = "(redacted)"
-			case k == "response_url" && isString && s != "":
-				v[k] = redactedURL(s)
-			default:
-				redactSecrets(e)
-			}
-		}
-	case []any:
-		for _, e := range v {
-			redactSecrets(e)
-		}
-	}
-}
-
-// redactedURL keeps a URL's scheme and host.
-func redactedURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "(redacted)"
-	}
-	return u.Scheme + "://" + u.Host + "/(redacted)"
-}
+// redactSecrets is redact.Secrets (package internal/redact, shared with
+// the console).
+func redactSecrets(v any) { redact.Secrets(v) }
 
 // plural is one when n is 1, else many.
 func plural(n int64, one, many string) string {

@@ -280,3 +280,50 @@ func TestCaddyFrontDoor(t *testing.T) {
 		}
 	})
 }
+
+// The shipped Caddyfile's commented console block, uncommented as
+// docs/howto/console.md says (a hash from `caddy hash-password`), is a
+// configuration the real Caddy accepts, and puts its basic auth in front
+// of the console's loopback address.
+func TestCaddyConsoleBlock(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("caddy")
+	testreq.Need(t, err == nil, "caddy is not installed (apt-get install caddy; .ci/with-caddy.sh)")
+	shipped, err := os.ReadFile("../systemd/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(shipped)
+	start := strings.Index(text, "# {$ACKD_CONSOLE_HOST} {")
+	if start < 0 {
+		t.Fatal("the Caddyfile has no commented console block")
+	}
+	var block []string
+	for _, l := range strings.Split(text[start:], "\n") {
+		if !strings.HasPrefix(l, "#") {
+			break
+		}
+		block = append(block, strings.TrimPrefix(strings.TrimPrefix(l, "#"), " "))
+	}
+	hash, err := exec.Command(bin, "hash-password", "--plaintext", "console-pw").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncommented := strings.Replace(strings.Join(block, "\n"), "<the output of caddy hash-password>", strings.TrimSpace(string(hash)), 1)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(file, []byte(text+"\n"+uncommented+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "adapt", "--adapter", "caddyfile", "--config", file)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "ACKD_HOST=ackd.example.com", "ACKD_CONSOLE_HOST=console.example.com"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("caddy adapt with the console block: %v\n%s\n%s", err, out, uncommented)
+	}
+	for _, want := range []string{`"console.example.com"`, `"http_basic"`, `"127.0.0.1:3002"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the adapted config lacks %s:\n%s", want, out)
+		}
+	}
+}

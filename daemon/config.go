@@ -57,6 +57,7 @@ type Config struct {
 	Commands  CommandsConfig  `toml:"commands"`
 	Socket    SocketConfig    `toml:"socket_mode"`
 	Metrics   MetricsConfig   `toml:"metrics"`
+	Console   ConsoleConfig   `toml:"console"`
 	Backfill  BackfillConfig  `toml:"backfill"`
 	// OAuth, when present, serves many workspaces: the install flow and a
 	// token per installation. Absent, one workspace with SLACK_BOT_TOKEN.
@@ -168,6 +169,14 @@ type MetricsConfig struct {
 	// Listen, when set, serves /metrics and /healthz on this address only,
 	// so that the Slack-facing listener serves nothing but /slack/*. Empty:
 	// both are served on listen, beside the Slack endpoints.
+	Listen string `toml:"listen"`
+}
+
+// ConsoleConfig is [console]: the operator console (package console).
+type ConsoleConfig struct {
+	// Listen, when set, serves the console on this address only, behind
+	// HTTP Basic auth (user ackd, ACKD_CONSOLE_PASSWORD); empty (the
+	// default): no console.
 	Listen string `toml:"listen"`
 }
 
@@ -413,6 +422,13 @@ func (c *Config) Validate() error {
 			bad("metrics.listen: %q is not host:port", c.Metrics.Listen)
 		} else if c.Metrics.Listen == c.Listen && port != "0" {
 			bad("metrics.listen: %q is also listen; give the metrics listener an address of its own, or leave it empty to serve /metrics and /healthz on listen", c.Listen)
+		}
+	}
+	if c.Console.Listen != "" {
+		if _, port, err := net.SplitHostPort(c.Console.Listen); err != nil {
+			bad("console.listen: %q is not host:port", c.Console.Listen)
+		} else if port != "0" && (c.Console.Listen == c.Listen || c.Console.Listen == c.Metrics.Listen) {
+			bad("console.listen: %q is also listen or metrics.listen; the console is served on an address of its own", c.Console.Listen)
 		}
 	}
 	if c.DB == "" {

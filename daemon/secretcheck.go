@@ -47,6 +47,9 @@ func (c Config) secretProblems(sec Secrets) []error {
 			}
 		}
 	}
+	if c.Console.Listen != "" && sec.ConsolePassword == "" {
+		errs = append(errs, fmt.Errorf("[console] listen = %q needs a password: set ACKD_CONSOLE_PASSWORD or ACKD_CONSOLE_PASSWORD_FILE (user ackd), or remove [console] listen from %s", c.Console.Listen, c.file()))
+	}
 	if err := c.stepSecretProblem(sec); err != nil {
 		errs = append(errs, err)
 	}

@@ -57,6 +57,9 @@ type Secrets struct {
 	// key sealing installation tokens (ACKD_TOKEN_KEY, base64 of 32 bytes),
 	// with the previous key during a rotation (ACKD_TOKEN_KEY_OLD).
 	ClientSecret, TokenKey, TokenKeyOld string
+	// ConsolePassword is the console's Basic auth password for user ackd
+	// (ACKD_CONSOLE_PASSWORD); required with [console] listen.
+	ConsolePassword string
 	// EmptyFiles maps each secret (SLACK_BOT_TOKEN, …) whose …_FILE named an
 	// empty file to that file (ReadSecret): the secret is not set, and an
 	// error about it, where the configuration needs it, names the file.
@@ -129,6 +132,9 @@ type Server struct {
 	// /healthz share the Slack listener.
 	metricsLn   net.Listener
 	metricsHTTP *http.Server
+	// The console's listener ([console] listen); nil without it.
+	consoleLn   net.Listener
+	consoleHTTP *http.Server
 
 	ctx    context.Context // background work; cancelled at Close
 	cancel context.CancelFunc
@@ -267,6 +273,18 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		}()
 		s.metricsLn = mln
 	}
+	if s.cfg.Console.Listen != "" {
+		cln, err := net.Listen("tcp", s.cfg.Console.Listen)
+		if err != nil {
+			return fmt.Errorf("console.listen %s: %w", s.cfg.Console.Listen, err)
+		}
+		defer func() {
+			if err != nil {
+				cln.Close()
+			}
+		}()
+		s.consoleLn = cln
+	}
 	sto := s.cfg.StoreOptions(s.opts.Schema, s.opts.Now)
 	sto.Logger = s.opts.Logger.With("component", "store")
 	mn := &migrationNotifier{n: s.opts.Notifier, after: s.opts.MigrateNotifyAfter, extend: migrateExtend}
@@ -321,6 +339,11 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		}
 	}
 	s.announce(ctx)
+	if s.consoleLn != nil {
+		if s.consoleHTTP, err = s.consoleServer(); err != nil {
+			return err
+		}
+	}
 	s.http = &http.Server{
 		Handler: s.Handler(),
 		// Slack sends small bodies and needs its answer within 3s: a client
@@ -351,6 +374,13 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		s.goLoop(func() {
 			if err := s.metricsHTTP.Serve(s.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.log.Error("metrics server stopped", "err", err)
+			}
+		})
+	}
+	if s.consoleHTTP != nil {
+		s.goLoop(func() {
+			if err := s.consoleHTTP.Serve(s.consoleLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("console server stopped", "err", err)
 			}
 		})
 	}
@@ -403,7 +433,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	}
 	// Each engine says what its own durability settings are: SQLite's
 	// synchronous means nothing to PostgreSQL.
-	attrs := []any{"addr", ln.Addr().String(), "metrics_addr", s.MetricsAddr(), "db", st.Location(), "engine", st.Engine(), "config", s.cfg.Source}
+	attrs := []any{"addr", ln.Addr().String(), "metrics_addr", s.MetricsAddr(), "console_addr", s.ConsoleAddr(), "db", st.Location(), "engine", st.Engine(), "config", s.cfg.Source}
 	if es, ok := st.(interface{ Settings(context.Context) []any }); ok {
 		attrs = append(attrs, es.Settings(ctx)...)
 	}
@@ -437,6 +467,14 @@ func (s *Server) MetricsAddr() string {
 	return s.metricsLn.Addr().String()
 }
 
+// ConsoleAddr is the console's address, "" without [console] listen.
+func (s *Server) ConsoleAddr() string {
+	if s.consoleLn == nil {
+		return ""
+	}
+	return s.consoleLn.Addr().String()
+}
+
 // Store is the server's database.
 func (s *Server) Store() store.Store { return s.store }
 
@@ -468,6 +506,12 @@ func (s *Server) Close() error {
 			// Scrapes and probes have nothing to finish.
 			if err := s.metricsHTTP.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("metrics listener close: %w", err))
+			}
+		}
+		if s.consoleHTTP != nil {
+			// A page being read is cut short: the browser reloads it.
+			if err := s.consoleHTTP.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("console listener close: %w", err))
 			}
 		}
 		if s.cancel != nil {

@@ -11,6 +11,12 @@ const (
 	CompleteBatchSQL = completeBatchSQL
 )
 
+// SearchSQL is the console search's statement.
+var (
+	SearchSQL       = searchSQL(rowColumns)
+	SearchWindowSQL = searchWindowSQL(rowColumns)
+)
+
 // SetPruneSleep replaces the wait between prune slices (see prunePause).
 func (s *Store) SetPruneSleep(f func(ctx context.Context, d time.Duration) error) { s.pruneSleep = f }
 

@@ -448,6 +448,9 @@ func TestQueryPlans(t *testing.T) {
 		{"complete a batch", sqlite.CompleteBatchSQL, []any{1, "T", "[1,2]", `[[1,"{}"]]`, `[[2,"note"]]`}},
 		{"queue counts", sqlite.QueueCountsSQL, nil},
 		{"due rows by effect", sqlite.DueSQL, []any{1}},
+		{"console search", sqlite.SearchSQL, []any{7, "Ev1", `:"Ev1"`, 50}},
+		{"console search of the newest rows", sqlite.SearchWindowSQL, []any{`:"Ev1"`, 50}},
+		{"console counts by route", sqlite.RouteCountsSQL, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -84,6 +84,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("Marks", func(t *testing.T) { testMarks(t, newDB) })
 	t.Run("Steps", func(t *testing.T) { testSteps(t, newDB) })
 	t.Run("Progress", func(t *testing.T) { testProgress(t, newDB) })
+	t.Run("Search", func(t *testing.T) { testSearch(t, newDB) })
 	t.Run("Attempts", func(t *testing.T) { testAttempts(t, newDB) })
 	t.Run("RoutePauses", func(t *testing.T) { testRoutePauses(t, newDB) })
 	t.Run("Replay", func(t *testing.T) { testReplay(t, newDB) })
