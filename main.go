@@ -299,9 +299,12 @@ func serveCmd(g *globals) *cobra.Command {
 			"  SLACK_BOT_TOKEN        bot token for post, react, update (without it their rows stay pending);\n" +
 			"                         not used with [oauth]\n" +
 			"  SLACK_CLIENT_SECRET    with [oauth], required: the app's client secret\n" +
-			"  ACKD_TOKEN_KEY         with [oauth], required: the key sealing installation tokens\n" +
+			"  ACKD_TOKEN_KEY         with [oauth] or step routes, required: the key sealing installation\n" +
+			"                         tokens and workflow steps' execution tokens\n" +
 			"  ACKD_TOKEN_KEY_OLD     with [oauth]: the previous key, still accepted for tokens it sealed\n" +
-			"  ACKD_FORWARD_SECRET    signs forward requests (X-Ackd-Signature); without it they go unsigned\n" +
+			"  ACKD_FORWARD_SECRET    signs forward, step and stream requests (X-Ackd-Signature); without it\n" +
+			"                         they go unsigned\n" +
+			"  ACKD_CONSOLE_PASSWORD  with [console] listen, required: the console's password (user ackd)\n" +
 			"  ACKD_REDELIVER_SECRET  signs redeliver requests instead of SLACK_SIGNING_SECRET (an app that\n" +
 			"                         verifies another secret); required by redeliver routes without one\n" +
 			"  SLACK_API_URL          Web API base URL (tests, proxies); overrides [slack] api_url\n" +
