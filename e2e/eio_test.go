@@ -44,6 +44,10 @@ func TestEIOOverHTTP(t *testing.T) {
 	}
 }
 
+// storageFault is the reason logged with a 500 when the database could not
+// write an intent.
+const storageFault = `"reason":"database cannot write (disk full or I/O error)"`
+
 func eioOverHTTP(t *testing.T, strace, syscallName, when string) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "ackd.db")
@@ -165,7 +169,10 @@ effect = "log"
 		}
 		if ok < size {
 			failed += size - ok
-		} else if failed > 0 {
+		} else if failed > 0 && strings.Contains(readFile(t, logPath), storageFault) {
+			// Recovered from a storage fault an intent met: a loaded
+			// machine's 408/503, or a fault only a sweep's commit met,
+			// does not end the bursts before one has.
 			recovered = true
 		}
 	}
@@ -224,7 +231,7 @@ effect = "log"
 	if !recovered {
 		t.Fatalf("after the injected errors stopped, ackd never acked a whole burst again\n%s", tail(logPath, 20))
 	}
-	if !strings.Contains(readFile(t, logPath), `"reason":"database cannot write (disk full or I/O error)"`) {
+	if !strings.Contains(readFile(t, logPath), storageFault) {
 		t.Errorf("no 500 was logged with the storage fault as its reason\n%s", tail(logPath, 20))
 	}
 }
