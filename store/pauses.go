@@ -142,6 +142,31 @@ func (e *ReplayRefused) Error() string {
 	return "replay refused, nothing changed: " + strings.Join(parts, "; ")
 }
 
+// ReplayVerdict judges the rows a replay filter f selected (gone[i]: rows[i]
+// names a stored Slack request that is no longer there): the rows, or a
+// *ReplayRefused naming the ids that are no row, the pending rows and those
+// whose request is gone. Both engines read the rows; the judgement is one.
+func ReplayVerdict(f ReplayFilter, rows []Row, gone []bool) ([]Row, error) {
+	refused := &ReplayRefused{}
+	for i, r := range rows {
+		switch {
+		case r.Status == StatusPending:
+			refused.Pending = append(refused.Pending, r.ID)
+		case gone[i]:
+			refused.NoRequest = append(refused.NoRequest, r.ID)
+		}
+	}
+	for _, id := range f.IDs {
+		if !slices.ContainsFunc(rows, func(r Row) bool { return r.ID == id }) && !slices.Contains(refused.Missing, id) {
+			refused.Missing = append(refused.Missing, id)
+		}
+	}
+	if refused.Refused() {
+		return nil, refused
+	}
+	return rows, nil
+}
+
 // Is makes a ReplayRefused an ErrFilter.
 func (e *ReplayRefused) Is(target error) bool { return target == ErrFilter }
 

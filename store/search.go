@@ -57,15 +57,21 @@ type RouteCount struct {
 	Rows   int64
 }
 
-// SearchTerms is what the engines match for q: q itself (trimmed), its
-// row id (ok false when q is not one), and the text a payload holds where
-// one of its fields has q as its value (`:"q"`, as ackd's JSON encoder
-// writes it).
-func SearchTerms(q string) (term string, id int64, isID bool, inPayload string) {
+// SearchTerms is what the engines match for q: q itself (trimmed; "" means
+// nothing to search), its row id (0 when q is not one), the text a payload
+// holds where one of its fields has q as its value (`:"q"`, as ackd's JSON
+// encoder writes it), and limit, 50 when not positive.
+func SearchTerms(q string, limit int) (term string, id int64, inPayload string, n int) {
 	term = strings.TrimSpace(q)
 	id, err := strconv.ParseInt(term, 10, 64)
+	if err != nil || id <= 0 {
+		id = 0
+	}
+	if limit <= 0 {
+		limit = 50
+	}
 	b, _ := json.Marshal(term)
-	return term, id, err == nil && id > 0, ":" + string(b)
+	return term, id, ":" + string(b), limit
 }
 
 // MergeSearch joins the rows two search queries found: each row once,

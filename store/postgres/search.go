@@ -44,15 +44,9 @@ func searchWindowSQL(columns string) string {
 
 // Search returns up to limit rows that q names, newest first.
 func (s *Store) Search(ctx context.Context, q string, limit int) ([]store.Row, error) {
-	term, id, isID, inPayload := store.SearchTerms(q)
+	term, id, inPayload, limit := store.SearchTerms(q, limit)
 	if term == "" {
 		return nil, nil
-	}
-	if !isID {
-		id = 0
-	}
-	if limit <= 0 {
-		limit = 50
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

@@ -212,33 +212,19 @@ func (s *Store) replayRows(ctx context.Context, q interface {
 	}
 	defer res.Close()
 	var rows []Row
-	refused := &store.ReplayRefused{}
+	var gone []bool
 	for res.Next() {
-		var gone bool
-		r, err := scanRow(scanExtra{res, &gone})
+		var g bool
+		r, err := scanRow(scanExtra{res, &g})
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case r.Status == store.StatusPending:
-			refused.Pending = append(refused.Pending, r.ID)
-		case gone:
-			refused.NoRequest = append(refused.NoRequest, r.ID)
-		}
-		rows = append(rows, r)
+		rows, gone = append(rows, r), append(gone, g)
 	}
 	if err := res.Err(); err != nil {
 		return nil, err
 	}
-	for _, id := range f.IDs {
-		if !slices.ContainsFunc(rows, func(r Row) bool { return r.ID == id }) && !slices.Contains(refused.Missing, id) {
-			refused.Missing = append(refused.Missing, id)
-		}
-	}
-	if refused.Refused() {
-		return nil, refused
-	}
-	return rows, nil
+	return store.ReplayVerdict(f, rows, gone)
 }
 
 // scanExtra scans a row followed by one more column.

@@ -52,15 +52,9 @@ const RouteCountsSQL = `SELECT status, route, count(*) FROM (
 
 // Search returns up to limit rows that q names, newest first.
 func (s *Store) Search(ctx context.Context, q string, limit int) ([]store.Row, error) {
-	term, id, isID, inPayload := store.SearchTerms(q)
+	term, id, inPayload, limit := store.SearchTerms(q, limit)
 	if term == "" {
 		return nil, nil
-	}
-	if !isID {
-		id = 0
-	}
-	if limit <= 0 {
-		limit = 50
 	}
 	found, err := s.searchRows(ctx, searchSQL(s.readColumns), id, term, inPayload, limit)
 	if err != nil {
