@@ -179,16 +179,7 @@ func checkReplayRoute(ctx context.Context, st store.Store, cfg daemon.Config, f 
 		of += " (give --config to name the config's routes too)"
 	}
 	msg := fmt.Sprintf("outbox replay: --route %q is not a route of %s", f.Route, of)
-	if s := daemon.Nearest(f.Route, known); s != "" {
-		msg += fmt.Sprintf(": did you mean %q?", s)
-	} else {
-		msg += "."
-	}
-	list := "none"
-	if len(known) > 0 {
-		list = strings.Join(known, ", ")
-	}
-	return fmt.Errorf("%s Known routes: %s. Nothing changed", msg, list)
+	return unknownRoute(msg, f.Route, known)
 }
 
 // unwrapFilter drops the ErrFilter suffix from a store refusal's text.

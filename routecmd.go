@@ -228,6 +228,12 @@ func checkRouteName(ctx context.Context, st store.Store, cfg daemon.Config, verb
 	} else {
 		msg += "a pending row, nor a paused one (give --config to name the config's routes too)"
 	}
+	return unknownRoute(msg, name, known)
+}
+
+// unknownRoute is the refusal of a route name no one knows: msg, the
+// nearest known name when there is one, and every known name.
+func unknownRoute(msg, name string, known []string) error {
 	if s := daemon.Nearest(name, known); s != "" {
 		msg += fmt.Sprintf(": did you mean %q?", s)
 	} else {

@@ -128,24 +128,9 @@ func (r httpResponse) failure(now time.Time) *Failure {
 // postJSON POSTs body as JSON with the extra headers and reads the reply.
 // An error means no reply: the network or the ctx deadline.
 func (e *effects) postJSON(ctx context.Context, url string, body []byte, header http.Header) (httpResponse, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	resp, err := e.sendJSON(ctx, url, body, header)
 	if err != nil {
-		// The parse error quotes the whole URL, path and all.
-		return httpResponse{}, permanent("invalid_url", "%w", redactURLError(err))
-	}
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
-	req.Header.Set("Content-Type", "application/json")
-	// Not replayable by the transport: with an Idempotency-Key header and a
-	// GetBody, http.Transport resends the request by itself when a reused
-	// connection breaks after it was written, a second delivery under the
-	// same attempt. The sweep alone retries (TestForwardIsNotReplayedByTheTransport).
-	req.GetBody = nil
-	req.Header.Set("User-Agent", "ackd")
-	resp, err := e.cfg.HTTPClient.Do(req)
-	if err != nil {
-		return httpResponse{}, redactURLError(err)
+		return httpResponse{}, err
 	}
 	defer resp.Body.Close()
 	b, err := readBody(resp.Body)
@@ -153,6 +138,31 @@ func (e *effects) postJSON(ctx context.Context, url string, body []byte, header 
 		return httpResponse{}, err
 	}
 	return httpResponse{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// sendJSON POSTs body as JSON with the extra headers and returns the answer
+// with its body still to be read (an agent's stream is read as it comes).
+func (e *effects) sendJSON(ctx context.Context, url string, body []byte, header http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		// The parse error quotes the whole URL, path and all.
+		return nil, permanent("invalid_url", "%w", redactURLError(err))
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "ackd")
+	// Not replayable by the transport: with an Idempotency-Key header and a
+	// GetBody, http.Transport resends the request by itself when a reused
+	// connection breaks after it was written, a second delivery under the
+	// same attempt. The sweep alone retries (TestForwardIsNotReplayedByTheTransport).
+	req.GetBody = nil
+	resp, err := e.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return nil, redactURLError(err)
+	}
+	return resp, nil
 }
 
 // redactURLError hides the path and query of the URL a *url.Error quotes

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"mime"
-	"net/http"
 	"strings"
 	"time"
 
@@ -220,7 +219,7 @@ func (e *effects) stream(ctx context.Context, job Job) (Outcome, error) {
 	asked := time.Now()
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	resp, err := e.askAgent(actx, p.Params.URL, body, h)
+	resp, err := e.sendJSON(actx, p.Params.URL, body, h)
 	if err != nil {
 		return s.failed(ctx, Classify(err))
 	}
@@ -257,30 +256,6 @@ func readBy(ctx context.Context, now time.Time) time.Time {
 		return time.Time{}
 	}
 	return dl.Add(-min(15*time.Second, dl.Sub(now)/5))
-}
-
-// askAgent POSTs the forward body to the agent and returns its answer with
-// the body still to be read.
-func (e *effects) askAgent(ctx context.Context, url string, body []byte, h http.Header) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, permanent("invalid_url", "%w", redactURLError(err))
-	}
-	for k, vs := range h {
-		req.Header[k] = vs
-	}
-	req.Header.Set("Content-Type", "application/json")
-	// Not replayable by the transport: with an Idempotency-Key header and a
-	// GetBody, http.Transport resends the request by itself when a reused
-	// connection breaks after it was written, a second delivery under the
-	// same attempt. The sweep alone retries (TestForwardIsNotReplayedByTheTransport).
-	req.GetBody = nil
-	req.Header.Set("User-Agent", "ackd")
-	resp, err := e.cfg.HTTPClient.Do(req)
-	if err != nil {
-		return nil, redactURLError(err)
-	}
-	return resp, nil
 }
 
 // jsonAnswer handles an agent's JSON answer.
