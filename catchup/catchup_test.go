@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/catchup"
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/store"
@@ -48,13 +50,13 @@ type rig struct {
 	t     *testing.T
 	slack *fakeslack.Server
 	st    store.Store
-	cfg   daemon.Config
+	cfg   config.Config
 	db    string // the SQLite file
 }
 
 func newRig(t *testing.T, toml string) *rig {
 	t.Helper()
-	cfg, err := daemon.Parse([]byte(toml))
+	cfg, err := config.Parse([]byte(toml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func newRig(t *testing.T, toml string) *rig {
 // catchUp runs one catch-up (since zero: from the marks).
 func (r *rig) catchUp(ctx context.Context, since time.Time, mod func(*catchup.Config)) catchup.Result {
 	r.t.Helper()
-	cc := r.cfg.CatchUpConfig(daemon.Secrets{BotToken: token}, r.st, slackrate.New(r.cfg.Backfill.Rate))
+	cc := ingress.CatchUpConfig(r.cfg, config.Secrets{BotToken: token}, r.st, slackrate.New(r.cfg.Backfill.Rate))
 	cc.APIURL, cc.Logger = r.slack.URL(), slog.New(slog.DiscardHandler)
 	if mod != nil {
 		mod(&cc)

@@ -13,7 +13,8 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/ackd/ackd/catchup"
-	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/config"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/store"
 )
@@ -23,7 +24,7 @@ import (
 
 func onlyC1(c *catchup.Config) { c.Channels = []string{"C1"} }
 
-var catchupSecrets = daemon.Secrets{BotToken: token}
+var catchupSecrets = config.Secrets{BotToken: token}
 
 func TestCatchUpOnSlacksClock(t *testing.T) {
 	// Slack's clock minus ackd's: negative = ackd's clock is ahead.
@@ -160,7 +161,7 @@ func TestCatchUpNeverReadsPastWhatIsKept(t *testing.T) {
 						return cu.Run(ctx, r.slack.Now().Add(-2*time.Hour-5*time.Minute))
 					},
 				} {
-					cc := r.cfg.CatchUpConfig(catchupSecrets, r.st, nil)
+					cc := ingress.CatchUpConfig(r.cfg, catchupSecrets, r.st, nil)
 					cc.APIURL = r.slack.URL()
 					cu, err := catchup.New(cc)
 					if err != nil {

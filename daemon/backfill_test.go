@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/catchup"
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/store"
@@ -33,7 +35,7 @@ func TestBackfillConfigRejectsWithTheKeyNamed(t *testing.T) {
 		{"unknown key", "[backfill]\nchanels = [\"C1\"]\n" + msgRoute, []string{`unknown key "backfill.chanels"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := daemon.Parse([]byte(tc.toml))
+			_, err := config.Parse([]byte(tc.toml))
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -45,7 +47,7 @@ func TestBackfillConfigRejectsWithTheKeyNamed(t *testing.T) {
 		})
 	}
 	t.Run("an event-keyed route in a channel catch-up does not read is fine", func(t *testing.T) {
-		c, err := daemon.Parse([]byte(msgRoute + "[[route]]\nname = \"ops\"\nevent = \"app_mention\"\nchannel = \"C2\"\neffect = \"log\"\n[backfill]\nchannels = [\"C1\"]\n"))
+		c, err := config.Parse([]byte(msgRoute + "[[route]]\nname = \"ops\"\nevent = \"app_mention\"\nchannel = \"C2\"\neffect = \"log\"\n[backfill]\nchannels = [\"C1\"]\n"))
 		if err != nil || len(c.Warnings) != 0 {
 			t.Fatalf("err %v, warnings %q", err, c.Warnings)
 		}
@@ -59,7 +61,7 @@ func TestBackfillConfigRejectsWithTheKeyNamed(t *testing.T) {
 func TestCatchUpIsOptIn(t *testing.T) {
 	t.Parallel()
 	t.Run("a message route on a channel, default key: catch-up stays off, no warning", func(t *testing.T) {
-		c, err := daemon.Parse([]byte("[[route]]\nname = \"greet\"\nevent = \"message\"\nchannel = \"C1\"\neffect = \"post\"\ntext = \"hi\"\n" +
+		c, err := config.Parse([]byte("[[route]]\nname = \"greet\"\nevent = \"message\"\nchannel = \"C1\"\neffect = \"post\"\ntext = \"hi\"\n" +
 			"[[route]]\nname = \"m\"\nevent = \"app_mention\"\nchannel = \"C7\"\nkey = \"message\"\neffect = \"log\"\n"))
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +74,7 @@ func TestCatchUpIsOptIn(t *testing.T) {
 		}
 	})
 	t.Run("an empty list is off too", func(t *testing.T) {
-		c, err := daemon.Parse([]byte("[backfill]\nchannels = []\n[[route]]\nname = \"eyes\"\nevent = \"message\"\nchannel = \"C1\"\nkey = \"message\"\neffect = \"react\"\nreaction = \"eyes\"\n"))
+		c, err := config.Parse([]byte("[backfill]\nchannels = []\n[[route]]\nname = \"eyes\"\nevent = \"message\"\nchannel = \"C1\"\nkey = \"message\"\neffect = \"react\"\nreaction = \"eyes\"\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +91,7 @@ func TestCatchUpIsOptIn(t *testing.T) {
 			"[backfill]\nchannels = [\"C9\"]\n[[route]]\nname = \"all\"\nevent = \"*\"\neffect = \"log\"\n", `line 3: route "all"`},
 	} {
 		t.Run(tc.name+" is a warning", func(t *testing.T) {
-			c, err := daemon.Parse([]byte(tc.toml))
+			c, err := config.Parse([]byte(tc.toml))
 			if err != nil {
 				t.Fatalf("refused: %v", err)
 			}
@@ -129,12 +131,12 @@ effect   = "react"
 reaction = "eyes"
 `)
 	cfg.Slack.APIURL = fs.URL()
-	return startServer(t, cfg, daemon.Options{Secrets: daemon.Secrets{BotToken: backfillToken}}), fs
+	return startServer(t, cfg, daemon.Options{Secrets: config.Secrets{BotToken: backfillToken}}), fs
 }
 
-func catchUpNow(t *testing.T, s *testServer, cfg daemon.Config, fs *fakeslack.Server) catchup.Result {
+func catchUpNow(t *testing.T, s *testServer, cfg config.Config, fs *fakeslack.Server) catchup.Result {
 	t.Helper()
-	cc := cfg.CatchUpConfig(daemon.Secrets{BotToken: backfillToken}, s.Store(), slackrate.New(6000))
+	cc := ingress.CatchUpConfig(cfg, config.Secrets{BotToken: backfillToken}, s.Store(), slackrate.New(6000))
 	cc.APIURL, cc.Logger = fs.URL(), slog.New(slog.DiscardHandler)
 	cu, err := catchup.New(cc)
 	if err != nil {
@@ -155,8 +157,8 @@ func TestLiveAndRecoveredDeliveriesActOnce(t *testing.T) {
 	t.Run("live first, then catch-up: nothing added", func(t *testing.T) {
 		ts := fs.AddMessage("C1", fakeslack.Message{User: "U1", Text: "hi <@U0FAKEBOT>"})
 		for i, b := range [][]byte{eventBody("EvLive1", message("C1", ts, "hi <@U0FAKEBOT>")), eventBody("EvLive1m", mention("C1", ts, "hi <@U0FAKEBOT>"))} {
-			if r := s.postEvent(b); r.Status != http.StatusOK || r.Header.Get(daemon.HeaderOutcome) != "first" {
-				t.Fatalf("live delivery %d: %d %s", i, r.Status, r.Header.Get(daemon.HeaderOutcome))
+			if r := s.postEvent(b); r.Status != http.StatusOK || r.Header.Get(ingress.HeaderOutcome) != "first" {
+				t.Fatalf("live delivery %d: %d %s", i, r.Status, r.Header.Get(ingress.HeaderOutcome))
 			}
 		}
 		res := catchUpNow(t, s, cfg, fs)
@@ -228,7 +230,7 @@ func TestCatchUpLeavesOutRoutesKeyedByEvent(t *testing.T) {
 
 func TestRecoveryIsTheLiveEventCallback(t *testing.T) {
 	t.Parallel()
-	cfg, err := daemon.Parse([]byte(`
+	cfg, err := config.Parse([]byte(`
 [slack]
 bot_user_id = "UBOT"
 [[route]]
@@ -247,7 +249,7 @@ effect = "log"
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := daemon.Recovery(cfg, daemon.Secrets{})
+	tr := ingress.Recovery(cfg, config.Secrets{})
 	raw := []byte(`{"type":"message","user":"U1","text":"hi <@UBOT>","ts":"1700000000.000100","client_msg_id":"x","blocks":[]}`)
 	intents, ignored, err := tr(catchup.Message{Team: "T1", Channel: "C1", TS: "1700000000.000100", User: "U1", Text: "hi <@UBOT>", Raw: raw}, "UOTHER")
 	if err != nil || ignored != "" || len(intents) != 2 {
@@ -323,7 +325,7 @@ func TestCatchUpRunsAfterServeStarts(t *testing.T) {
 	for i := range 5 {
 		want = append(want, "C1:"+fs.AddMessage("C1", fakeslack.Message{User: "U1", Text: fmt.Sprint("during the outage ", i)})+":eyes")
 	}
-	s := startServer(t, cfg, daemon.Options{Secrets: daemon.Secrets{BotToken: backfillToken}})
+	s := startServer(t, cfg, daemon.Options{Secrets: config.Secrets{BotToken: backfillToken}})
 	waitFor(t, "catch-up's rows", 10*time.Second, func() bool {
 		return s.count(`SELECT count(*) FROM outbox`) == len(want)
 	})

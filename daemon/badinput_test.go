@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 )
 
 // The bad-input table: every class of malformed request to the three Slack
@@ -274,12 +275,12 @@ func TestMalformedRequestsAreRejectedAndWriteNothing(t *testing.T) {
 	// Size: the cap is on the body, exactly 1 MiB.
 	cases = append(cases,
 		badCase{name: "body of exactly 1 MiB is read and judged", path: "/slack/events",
-			body: badPadded(t, "EvBadExactMiB", daemon.MaxBody), headers: jsonSigned,
+			body: badPadded(t, "EvBadExactMiB", ingress.MaxBody), headers: jsonSigned,
 			status: http.StatusOK, writes: []string{"EvBadExactMiB"}},
 		badCase{name: "body of 1 MiB + 1 is 413", path: "/slack/events",
-			body: badPadded(t, "EvBadOverMiB", daemon.MaxBody+1), headers: jsonSigned, status: http.StatusRequestEntityTooLarge},
+			body: badPadded(t, "EvBadOverMiB", ingress.MaxBody+1), headers: jsonSigned, status: http.StatusRequestEntityTooLarge},
 		badCase{name: "unsigned body over 1 MiB is 401 before it is read", path: "/slack/commands",
-			body: bytes.Repeat([]byte("a"), 2*daemon.MaxBody), headers: func([]byte) http.Header { return http.Header{} },
+			body: bytes.Repeat([]byte("a"), 2*ingress.MaxBody), headers: func([]byte) http.Header { return http.Header{} },
 			status: http.StatusUnauthorized},
 	)
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/testreq"
 )
 
@@ -195,16 +196,16 @@ func TestCaddyFrontDoor(t *testing.T) {
 		body := eventBody("EvCaddy1", message("C1", "1700000000.000100", "hi"))
 		// A client-sent X-Forwarded-For is dropped by Caddy, not believed.
 		r := do(http.MethodPost, "/slack/events", "application/json", body, true, "X-Forwarded-For", "203.0.113.66")
-		if r.Status != http.StatusOK || r.Header.Get(daemon.HeaderOutcome) != "first" {
-			t.Fatalf("event through caddy: %d %q %q", r.Status, r.Header.Get(daemon.HeaderOutcome), r.Body)
+		if r.Status != http.StatusOK || r.Header.Get(ingress.HeaderOutcome) != "first" {
+			t.Fatalf("event through caddy: %d %q %q", r.Status, r.Header.Get(ingress.HeaderOutcome), r.Body)
 		}
 		line := logged("endpoint", "events", "event_id", "EvCaddy1", "outcome", "first")
 		if got := fmt.Sprint(line["client"]); got != "127.0.0.2" {
 			t.Errorf("client = %q, want the client's 127.0.0.2 (not Caddy's 127.0.0.1, nor the forged header)", got)
 		}
 		r = do(http.MethodPost, "/slack/events", "application/json", body, true, "X-Slack-Retry-Num", "1")
-		if r.Status != http.StatusOK || r.Header.Get(daemon.HeaderOutcome) != "duplicate" {
-			t.Fatalf("retry through caddy: %d %q", r.Status, r.Header.Get(daemon.HeaderOutcome))
+		if r.Status != http.StatusOK || r.Header.Get(ingress.HeaderOutcome) != "duplicate" {
+			t.Fatalf("retry through caddy: %d %q", r.Status, r.Header.Get(ingress.HeaderOutcome))
 		}
 		if receipts, rows := srv.rows(); receipts != 1 || rows != 1 {
 			t.Errorf("receipts=%d outbox=%d, want 1 and 1", receipts, rows)
@@ -244,15 +245,15 @@ func TestCaddyFrontDoor(t *testing.T) {
 		big := bytes.Repeat([]byte("x"), 2<<20)
 		r := do(http.MethodPost, "/slack/events", "application/json", big, true)
 		// ackd would answer 413 itself, with its X-Ackd-Outcome header.
-		if r.Status < 400 || r.Header.Get(daemon.HeaderOutcome) != "" {
-			t.Errorf("2 MiB body through caddy: %d (ackd's outcome %q), want Caddy's refusal", r.Status, r.Header.Get(daemon.HeaderOutcome))
+		if r.Status < 400 || r.Header.Get(ingress.HeaderOutcome) != "" {
+			t.Errorf("2 MiB body through caddy: %d (ackd's outcome %q), want Caddy's refusal", r.Status, r.Header.Get(ingress.HeaderOutcome))
 		}
 	})
 
 	t.Run("metrics and healthz are not exposed; ackd serves them on loopback only", func(t *testing.T) {
 		for _, path := range []string{"/metrics", "/healthz", "/", "/slack"} {
 			r := do(http.MethodGet, path, "", nil, false)
-			if r.Status != http.StatusNotFound || strings.Contains(r.Body, "ackd_") || r.Header.Get(daemon.HeaderOutcome) != "" {
+			if r.Status != http.StatusNotFound || strings.Contains(r.Body, "ackd_") || r.Header.Get(ingress.HeaderOutcome) != "" {
 				t.Errorf("GET %s through caddy: %d %.80q, want 404 without ackd's answer", path, r.Status, r.Body)
 			}
 		}

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/catchup"
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/store"
@@ -27,7 +29,7 @@ import (
 //	go test -run '^$' -bench BenchmarkCatchUp -benchtime 1x ./daemon/     # about a minute
 func BenchmarkCatchUp(b *testing.B) {
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	setup := func(b *testing.B, messages int) (*testServer, *fakeslack.Server, daemon.Config) {
+	setup := func(b *testing.B, messages int) (*testServer, *fakeslack.Server, config.Config) {
 		fs := fakeslack.New(b, backfillToken)
 		cfg := configFor(b, `
 [sweep]
@@ -46,11 +48,11 @@ effect = "log"
 		for i := range messages {
 			fs.AddMessage("C2", fakeslack.Message{User: "U1", Text: "backlog " + strconv.Itoa(i)})
 		}
-		s := startServer(b, cfg, daemon.Options{Logger: quiet, Secrets: daemon.Secrets{BotToken: backfillToken}})
+		s := startServer(b, cfg, daemon.Options{Logger: quiet, Secrets: config.Secrets{BotToken: backfillToken}})
 		return s, fs, cfg
 	}
-	run := func(ctx context.Context, s *testServer, fs *fakeslack.Server, cfg daemon.Config, rate int) (catchup.Result, error) {
-		cc := cfg.CatchUpConfig(daemon.Secrets{BotToken: backfillToken}, s.Store(), slackrate.New(rate))
+	run := func(ctx context.Context, s *testServer, fs *fakeslack.Server, cfg config.Config, rate int) (catchup.Result, error) {
+		cc := ingress.CatchUpConfig(cfg, config.Secrets{BotToken: backfillToken}, s.Store(), slackrate.New(rate))
 		cc.APIURL, cc.Logger, cc.Channels = fs.URL(), quiet, []string{"C2"}
 		cu, err := catchup.New(cc)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 )
 
@@ -97,14 +98,14 @@ func TestClientAddressLogged(t *testing.T) {
 
 func TestTrustedProxiesConfig(t *testing.T) {
 	t.Parallel()
-	if got := daemon.Default().TrustedProxies; strings.Join(got, ",") != "127.0.0.0/8,::1/128" {
+	if got := config.Default().TrustedProxies; strings.Join(got, ",") != "127.0.0.0/8,::1/128" {
 		t.Errorf("default trusted_proxies = %v, want loopback", got)
 	}
-	_, err := daemon.Parse([]byte(`trusted_proxies = ["10.0.0.0/8", "caddy.internal"]` + "\n"))
+	_, err := config.Parse([]byte(`trusted_proxies = ["10.0.0.0/8", "caddy.internal"]` + "\n"))
 	if err == nil || !strings.Contains(err.Error(), `trusted_proxies: "caddy.internal" is neither a CIDR prefix`) {
 		t.Errorf("a host name in trusted_proxies: err = %v, want one naming the key and the entry", err)
 	}
-	if _, err := daemon.Parse([]byte(`trusted_proxies = ["10.0.0.0/8", "::1", "192.168.1.7"]` + "\n")); err != nil {
+	if _, err := config.Parse([]byte(`trusted_proxies = ["10.0.0.0/8", "::1", "192.168.1.7"]` + "\n")); err != nil {
 		t.Errorf("prefixes and addresses: %v", err)
 	}
 }

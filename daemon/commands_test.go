@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/store"
@@ -293,7 +294,7 @@ func TestSlashCommand(t *testing.T) {
 	t.Run("intent not recorded within the budget is a 200 with the failed text, an error log, and nothing written", func(t *testing.T) {
 		hook := fakeslack.NewHook(t)
 		cfg := configFor(t, cmdConfig+"\n[ack]\nbudget = \"300ms\"\n")
-		cfg.Sweep.Interval = daemon.Duration{Duration: time.Hour} // only the intent writes while locked
+		cfg.Sweep.Interval = config.Duration{Duration: time.Hour} // only the intent writes while locked
 		s := startServer(t, cfg, daemon.Options{})
 		release := cmdLockDB(t, s.DB)
 
@@ -381,7 +382,7 @@ func TestExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := configFor(t, string(toml))
-	cfg.Sweep.Interval = daemon.Duration{Duration: time.Hour} // ingress only: the dry-run effects are not the point
+	cfg.Sweep.Interval = config.Duration{Duration: time.Hour} // ingress only: the dry-run effects are not the point
 	cfg.Sweep.Immediate = false
 	s := startServer(t, cfg, daemon.Options{})
 

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -18,7 +17,7 @@ import (
 func (s *Server) consoleServer() (*http.Server, error) {
 	var routes []console.Route
 	for _, r := range s.cfg.Routes {
-		routes = append(routes, console.Route{Name: r.Name, Match: r.matchText(), Effect: r.Effect})
+		routes = append(routes, console.Route{Name: r.Name, Match: r.MatchText(), Effect: r.Effect})
 	}
 	me := s.instance.ID
 	version := buildinfo.Read().Version
@@ -57,23 +56,4 @@ func (s *Server) consoleServer() (*http.Server, error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}, nil
-}
-
-// matchText says what a route matches, for the console's routes page.
-func (r *Route) matchText() string {
-	var out string
-	switch {
-	case r.Command != "":
-		out = "command " + r.Command
-	case r.CallbackID != "" || r.ActionID != "":
-		out = strings.TrimSpace(fmt.Sprintf("interaction %s %s", r.CallbackID, r.ActionID))
-	case len(r.Events) > 0:
-		out = "events " + strings.Join(r.Events, ", ")
-	default:
-		out = "event " + r.Event
-	}
-	if r.Channel != "" {
-		out += " in " + r.Channel
-	}
-	return out
 }

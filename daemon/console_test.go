@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 )
 
@@ -16,7 +17,7 @@ func TestConsoleListener(t *testing.T) {
 	const toml = "[[route]]\nname = \"greet\"\nevent = \"app_mention\"\neffect = \"log\"\n[console]\nlisten = \"127.0.0.1:0\"\n"
 
 	t.Run("the console is on its own listener, and 404 on the Slack one", func(t *testing.T) {
-		s := startServer(t, configFor(t, toml), daemon.Options{Secrets: daemon.Secrets{ConsolePassword: "pw"}})
+		s := startServer(t, configFor(t, toml), daemon.Options{Secrets: config.Secrets{ConsolePassword: "pw"}})
 		if s.ConsoleAddr() == "" || s.ConsoleAddr() == s.Addr() {
 			t.Fatalf("ConsoleAddr %q, Slack listener %q", s.ConsoleAddr(), s.Addr())
 		}
@@ -55,7 +56,7 @@ func TestConsoleListener(t *testing.T) {
 	})
 
 	t.Run("a console without a password stops startup, naming the variable", func(t *testing.T) {
-		_, err := daemon.New(configFor(t, toml), daemon.Options{Secrets: daemon.Secrets{SigningSecret: "s"}})
+		_, err := daemon.New(configFor(t, toml), daemon.Options{Secrets: config.Secrets{SigningSecret: "s"}})
 		if err == nil || !strings.Contains(err.Error(), "ACKD_CONSOLE_PASSWORD") {
 			t.Fatalf("New without a console password: %v", err)
 		}
@@ -66,7 +67,7 @@ func TestConsoleListener(t *testing.T) {
 			"[console]\nlisten = \"3002\"\n":                                        "console.listen: \"3002\" is not host:port",
 			"listen = \"127.0.0.1:3000\"\n[console]\nlisten = \"127.0.0.1:3000\"\n": "console.listen: \"127.0.0.1:3000\" is also listen",
 		} {
-			if _, err := daemon.Parse([]byte(toml)); err == nil || !strings.Contains(err.Error(), want) {
+			if _, err := config.Parse([]byte(toml)); err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("config %q: error %v, want %q", toml, err, want)
 			}
 		}

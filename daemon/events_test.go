@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/fakeslack"
 )
 
@@ -133,7 +135,7 @@ func evDrained(tb testing.TB, s *testServer) {
 
 // evPostConfig is a config whose app_mention route posts a threaded reply
 // through the fake Slack API.
-func evPostConfig(tb testing.TB, api *fakeslack.Server, extra string) daemon.Config {
+func evPostConfig(tb testing.TB, api *fakeslack.Server, extra string) config.Config {
 	tb.Helper()
 	return configFor(tb, fmt.Sprintf(`
 [slack]
@@ -149,7 +151,7 @@ thread = true
 }
 
 func evBotOptions() daemon.Options {
-	return daemon.Options{Secrets: daemon.Secrets{BotToken: evBotToken}}
+	return daemon.Options{Secrets: config.Secrets{BotToken: evBotToken}}
 }
 
 func TestEventsAuthentication(t *testing.T) {
@@ -174,59 +176,59 @@ func TestEventsAuthentication(t *testing.T) {
 		{"body changed after signing", func(now int64) ([]byte, http.Header) {
 			h := evSigned(testSecret, now, body)
 			return bytes.Replace(body, []byte("hello"), []byte("hellp"), 1), h
-		}, daemon.ErrSignatureMismatch},
+		}, ingress.ErrSignatureMismatch},
 		{"timestamp header changed after signing", func(now int64) ([]byte, http.Header) {
 			h := evSigned(testSecret, now, body)
 			h.Set("X-Slack-Request-Timestamp", strconv.FormatInt(now-1, 10))
 			return body, h
-		}, daemon.ErrSignatureMismatch},
+		}, ingress.ErrSignatureMismatch},
 		{"signature changed", func(now int64) ([]byte, http.Header) {
 			h := evSigned(testSecret, now, body)
 			h.Set("X-Slack-Signature", verifyFlipByte(h.Get("X-Slack-Signature"), 10))
 			return body, h
-		}, daemon.ErrSignatureMismatch},
+		}, ingress.ErrSignatureMismatch},
 		{"signed with another secret", func(now int64) ([]byte, http.Header) {
 			return body, evSigned("not-"+testSecret, now, body)
-		}, daemon.ErrSignatureMismatch},
+		}, ingress.ErrSignatureMismatch},
 		{"6 minutes old", func(now int64) ([]byte, http.Header) {
 			return body, evSigned(testSecret, now-6*60, body)
-		}, daemon.ErrStaleTimestamp},
+		}, ingress.ErrStaleTimestamp},
 		{"6 minutes ahead", func(now int64) ([]byte, http.Header) {
 			return body, evSigned(testSecret, now+6*60, body)
-		}, daemon.ErrStaleTimestamp},
+		}, ingress.ErrStaleTimestamp},
 		{"missing timestamp header", func(now int64) ([]byte, http.Header) {
 			h := evSigned(testSecret, now, body)
 			h.Del("X-Slack-Request-Timestamp")
 			return body, h
-		}, daemon.ErrMissingHeaders},
+		}, ingress.ErrMissingHeaders},
 		{"missing signature header", func(now int64) ([]byte, http.Header) {
 			h := evSigned(testSecret, now, body)
 			h.Del("X-Slack-Signature")
 			return body, h
-		}, daemon.ErrMissingHeaders},
+		}, ingress.ErrMissingHeaders},
 		{"unsigned", func(now int64) ([]byte, http.Header) {
 			return body, http.Header{"Content-Type": {"application/json"}}
-		}, daemon.ErrMissingHeaders},
+		}, ingress.ErrMissingHeaders},
 		{"signature without v0=", func(now int64) ([]byte, http.Header) {
 			h := evSigned(testSecret, now, body)
 			h.Set("X-Slack-Signature", strings.TrimPrefix(h.Get("X-Slack-Signature"), "v0="))
 			return body, h
-		}, daemon.ErrMalformedSig},
+		}, ingress.ErrMalformedSig},
 		{"signature not hex", func(now int64) ([]byte, http.Header) {
 			h := evSigned(testSecret, now, body)
 			h.Set("X-Slack-Signature", "v0="+strings.Repeat("g", 64))
 			return body, h
-		}, daemon.ErrMalformedSig},
+		}, ingress.ErrMalformedSig},
 		{"signature of the wrong length", func(now int64) ([]byte, http.Header) {
 			h := evSigned(testSecret, now, body)
 			h.Set("X-Slack-Signature", h.Get("X-Slack-Signature")[:40])
 			return body, h
-		}, daemon.ErrMalformedSig},
+		}, ingress.ErrMalformedSig},
 		{"timestamp not a number", func(now int64) ([]byte, http.Header) {
 			h := evSigned(testSecret, now, body)
 			h.Set("X-Slack-Request-Timestamp", "now")
 			return body, h
-		}, daemon.ErrBadTimestamp},
+		}, ingress.ErrBadTimestamp},
 	} {
 		t.Run(tc.name+" gets 401 and writes nothing", func(t *testing.T) {
 			s := startServer(t, configFor(t, ""), daemon.Options{})
@@ -468,7 +470,7 @@ func TestRequestsThatAreNotSlackEvents(t *testing.T) {
 			s := startServer(t, configFor(t, ""), daemon.Options{})
 			body := tc.body
 			if tc.status == http.StatusRequestEntityTooLarge {
-				body = evPadded(t, "Ev0HUGE", daemon.MaxBody+1)
+				body = evPadded(t, "Ev0HUGE", ingress.MaxBody+1)
 			}
 			r := evMustSend(t, tc.method, s.URL+tc.path, body, evSigned(testSecret, time.Now().Unix(), body))
 			if r.Status != tc.status {
@@ -486,7 +488,7 @@ func TestRequestsThatAreNotSlackEvents(t *testing.T) {
 
 	t.Run("a body of exactly 1 MiB is accepted", func(t *testing.T) {
 		s := startServer(t, configFor(t, ""), daemon.Options{})
-		if r := s.postEvent(evPadded(t, "Ev0BIG", daemon.MaxBody)); r.Status != http.StatusOK {
+		if r := s.postEvent(evPadded(t, "Ev0BIG", ingress.MaxBody)); r.Status != http.StatusOK {
 			t.Fatalf("status %d %q, want 200", r.Status, r.Body)
 		}
 		if receipts, outbox := s.rows(); receipts != 1 || outbox != 1 {

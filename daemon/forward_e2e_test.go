@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/fakeslack"
 )
@@ -66,7 +67,7 @@ func fwdVerify(tb testing.TB, p fakeslack.Post) {
 
 func TestForwardEndToEnd(t *testing.T) {
 	t.Parallel()
-	opts := daemon.Options{Secrets: daemon.Secrets{BotToken: "xoxb-test", ForwardSecret: fwdSecret}}
+	opts := daemon.Options{Secrets: config.Secrets{BotToken: "xoxb-test", ForwardSecret: fwdSecret}}
 
 	t.Run("mention is forwarded signed and the reply is posted once in its thread", func(t *testing.T) {
 		fake := fakeslack.New(t, "xoxb-test")

@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	_ "modernc.org/sqlite"
-
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
+	_ "modernc.org/sqlite"
 )
 
 // The shared harness for daemon tests: a real Server on 127.0.0.1:0 with a
@@ -101,12 +101,12 @@ type testServer struct {
 
 // configFor parses a TOML config (over the defaults) and points it at a
 // fresh database and a free loopback port.
-func configFor(tb testing.TB, toml string) daemon.Config {
+func configFor(tb testing.TB, toml string) config.Config {
 	tb.Helper()
-	cfg := daemon.Default()
+	cfg := config.Default()
 	if toml != "" {
 		var err error
-		cfg, err = daemon.Parse([]byte(toml))
+		cfg, err = config.Parse([]byte(toml))
 		if err != nil {
 			tb.Fatalf("config: %v", err)
 		}
@@ -117,7 +117,7 @@ func configFor(tb testing.TB, toml string) daemon.Config {
 }
 
 // startServer opens a Server with cfg; it is closed at cleanup.
-func startServer(tb testing.TB, cfg daemon.Config, opts daemon.Options) *testServer {
+func startServer(tb testing.TB, cfg config.Config, opts daemon.Options) *testServer {
 	tb.Helper()
 	logs := &logBuffer{}
 	if opts.Schema == "" {
@@ -260,4 +260,21 @@ func waitFor(tb testing.TB, what string, timeout time.Duration, cond func() bool
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// verifyFlipByte returns s with the byte at i replaced by a different one of the
+// same kind (a digit stays a digit, a hex letter a hex letter).
+func verifyFlipByte(s string, i int) string {
+	b := []byte(s)
+	switch c := b[i]; {
+	case c == '9':
+		b[i] = '8'
+	case c >= '0' && c < '9':
+		b[i] = c + 1
+	case c == 'f':
+		b[i] = 'e'
+	default:
+		b[i] = c + 1
+	}
+	return string(b)
 }

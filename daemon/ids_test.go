@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 )
 
 // Ids ackd keys on (event_id, trigger_id, a message's channel and ts) are
@@ -17,7 +18,7 @@ import (
 // forward's Idempotency-Key header invalid, and a 100 KB id was stored.
 func TestIDsValidatedAtIngress(t *testing.T) {
 	t.Parallel()
-	long := "Ev" + strings.Repeat("A", daemon.MaxIDLen) // MaxIDLen+2 bytes
+	long := "Ev" + strings.Repeat("A", ingress.MaxIDLen) // MaxIDLen+2 bytes
 	rawEvent := func(eventID, channel string) []byte {
 		return []byte(`{"type":"event_callback","team_id":"T1","event_id":"` + eventID +
 			`","event":{"type":"message","user":"U1","text":"hi","ts":"1700000000.000100","channel":"` + channel + `"}}`)
@@ -41,7 +42,7 @@ func TestIDsValidatedAtIngress(t *testing.T) {
 		{"event_id with a newline", "/slack/events", rawEvent(`Ev\n1`, "C1"), "control character"},
 		{"event_id with a space", "/slack/events", rawEvent("Ev 1", "C1"), "printable ASCII"},
 		{"event_id with non-ASCII", "/slack/events", rawEvent("Ev€1", "C1"), "printable ASCII"},
-		{"over-long event_id", "/slack/events", rawEvent(long, "C1"), fmt.Sprintf("over the %d", daemon.MaxIDLen)},
+		{"over-long event_id", "/slack/events", rawEvent(long, "C1"), fmt.Sprintf("over the %d", ingress.MaxIDLen)},
 		{"message channel with NUL (a message key)", "/slack/events", rawEvent("Ev1", `C\u00001`), "event.channel contains the control character"},
 		{"command trigger_id with NUL", "/slack/commands", cmd("1.2.%00a"), "trigger_id contains the control character"},
 		{"command trigger_id with invalid UTF-8", "/slack/commands", cmd("1.2.%FFa"), "trigger_id is not valid UTF-8"},
@@ -145,7 +146,7 @@ func TestInteractionFallbackOperationID(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			id := func(payload string) string {
 				t.Helper()
-				ix, err := daemon.ParseInteraction([]byte("payload=" + url.QueryEscape(payload)))
+				ix, err := ingress.ParseInteraction([]byte("payload=" + url.QueryEscape(payload)))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,10 +1,11 @@
 package daemon_test
 
 import (
-	"github.com/ackd/ackd/daemon"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/ackd/ackd/daemon"
 )
 
 func TestSSLCheck(t *testing.T) {

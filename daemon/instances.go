@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
 )
@@ -62,7 +63,7 @@ func (s *Server) announce(ctx context.Context) {
 // InstanceState is what a daemon reports of itself at its heartbeat
 // (store.Instance.State, JSON).
 type InstanceState struct {
-	SocketMode *SocketState `json:"socket_mode,omitempty"`
+	SocketMode *ingress.SocketState `json:"socket_mode,omitempty"`
 	// DB is the SQLite file the daemon serves (nil on PostgreSQL).
 	DB *DBFile `json:"db,omitempty"`
 }
@@ -140,7 +141,7 @@ func Elsewhere(in store.Instance, st store.Store) string {
 // instanceState is this daemon's InstanceState as JSON, "" when it has
 // nothing to report (Socket Mode off, PostgreSQL).
 func (s *Server) instanceState() string {
-	st := InstanceState{SocketMode: s.socket.state(), DB: s.dbFile}
+	st := InstanceState{SocketMode: s.in.SocketState(), DB: s.dbFile}
 	if st == (InstanceState{}) {
 		return ""
 	}
@@ -160,7 +161,7 @@ func ParseInstanceState(in store.Instance) InstanceState {
 
 // DescribeSocket says what a daemon's Socket Mode ingress was doing at its
 // last heartbeat: "2/2 connections, last hello 4s ago, 1 reconnect".
-func DescribeSocket(st *SocketState, now time.Time) string {
+func DescribeSocket(st *ingress.SocketState, now time.Time) string {
 	if st == nil {
 		return ""
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/store"
@@ -244,7 +245,7 @@ func TestInteractivity(t *testing.T) {
 
 	t.Run("intent not durable within the budget is 500 and writes nothing", func(t *testing.T) {
 		cfg := configFor(t, ixConfig("http://127.0.0.1:9/unused")+"\n[ack]\nbudget = \"300ms\"\n")
-		cfg.Sweep.Interval = daemon.Duration{Duration: time.Hour} // only the intent writes while locked
+		cfg.Sweep.Interval = config.Duration{Duration: time.Hour} // only the intent writes while locked
 		s := startServer(t, cfg, daemon.Options{})
 		release := cmdLockDB(t, s.DB)
 

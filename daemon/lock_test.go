@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/internal/sqlitelock"
@@ -165,7 +166,7 @@ func TestReadOnlyDatabase(t *testing.T) {
 	if n := s.count(`SELECT count(*) FROM slack_event_receipts WHERE event_id = 'Ev0BEFORE'`); n != 1 {
 		t.Fatalf("the receipt recorded before is gone")
 	}
-	if n := s.count(`SELECT count(*) FROM outbox WHERE idempotency_key = ? AND status = 'done'`, "Ev0BEFORE:"+daemon.DefaultRouteName); n != 1 {
+	if n := s.count(`SELECT count(*) FROM outbox WHERE idempotency_key = ? AND status = 'done'`, "Ev0BEFORE:"+config.DefaultRouteName); n != 1 {
 		t.Fatalf("the outbox row recorded before is gone")
 	}
 	if receipts, outbox := s.rows(); receipts != 1 || outbox != 1 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/store"
 )
 
@@ -31,7 +32,7 @@ var (
 		"Age of the oldest pending row of a paused route (0 when it is not paused or has none).", []string{"route"}, nil)
 )
 
-func newPauseCollector(st store.Store, routes []Route) *pauseCollector {
+func newPauseCollector(st store.Store, routes []config.Route) *pauseCollector {
 	c := &pauseCollector{st: st}
 	for _, r := range routes {
 		if !slices.Contains(c.routes, r.Name) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 )
 
@@ -72,7 +73,7 @@ func TestMetricsListener(t *testing.T) {
 			"listen = \"127.0.0.1:3000\"\n[metrics]\nlisten = \"127.0.0.1:3000\"\n": "metrics.listen: \"127.0.0.1:3000\" is also listen",
 			"[metrics]\nlisten = \"9090\"\n":                                        "metrics.listen: \"9090\" is not host:port",
 		} {
-			_, err := daemon.Parse([]byte(toml))
+			_, err := config.Parse([]byte(toml))
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("config %q: error %v, want %q", toml, err, want)
 			}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 )
 
@@ -42,7 +43,7 @@ func TestOAuthConfig(t *testing.T) {
 			[]string{"redeliver.passthrough", "no route has effect redeliver"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := daemon.Parse([]byte(tc.toml))
+			_, err := config.Parse([]byte(tc.toml))
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -55,7 +56,7 @@ func TestOAuthConfig(t *testing.T) {
 	}
 
 	t.Run("defaults and a loopback http redirect_url", func(t *testing.T) {
-		cfg, err := daemon.Parse([]byte("[oauth]\nclient_id = \"1\"\nscopes = [\"chat:write\", \"reactions:write\"]\nuser_scopes = [\"users:read\"]\nredirect_url = \"http://127.0.0.1:3000/slack/oauth_redirect\"\n" + logRoute))
+		cfg, err := config.Parse([]byte("[oauth]\nclient_id = \"1\"\nscopes = [\"chat:write\", \"reactions:write\"]\nuser_scopes = [\"users:read\"]\nredirect_url = \"http://127.0.0.1:3000/slack/oauth_redirect\"\n" + logRoute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +66,7 @@ func TestOAuthConfig(t *testing.T) {
 		}
 	})
 	t.Run("absent [oauth] leaves it nil", func(t *testing.T) {
-		cfg, err := daemon.Parse([]byte(logRoute))
+		cfg, err := config.Parse([]byte(logRoute))
 		if err != nil || cfg.OAuth != nil {
 			t.Fatalf("%v %+v", err, cfg.OAuth)
 		}
@@ -73,12 +74,12 @@ func TestOAuthConfig(t *testing.T) {
 	t.Run("the daemon needs the token key and the client secret, and never quotes them", func(t *testing.T) {
 		cfg := configFor(t, oauthOK+logRoute)
 		for _, tc := range []struct {
-			sec  daemon.Secrets
+			sec  config.Secrets
 			want string
 		}{
-			{daemon.Secrets{SigningSecret: testSecret, ClientSecret: "cs"}, "ACKD_TOKEN_KEY is not set"},
-			{daemon.Secrets{SigningSecret: testSecret, ClientSecret: "cs", TokenKey: "c2hvcnQta2V5LXZhbHVl"}, "ACKD_TOKEN_KEY: 15 bytes"},
-			{daemon.Secrets{SigningSecret: testSecret, TokenKey: testTokenKey}, "SLACK_CLIENT_SECRET is not set"},
+			{config.Secrets{SigningSecret: testSecret, ClientSecret: "cs"}, "ACKD_TOKEN_KEY is not set"},
+			{config.Secrets{SigningSecret: testSecret, ClientSecret: "cs", TokenKey: "c2hvcnQta2V5LXZhbHVl"}, "ACKD_TOKEN_KEY: 15 bytes"},
+			{config.Secrets{SigningSecret: testSecret, TokenKey: testTokenKey}, "SLACK_CLIENT_SECRET is not set"},
 		} {
 			_, err := daemon.New(cfg, daemon.Options{Schema: readSchema(t), Secrets: tc.sec})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -89,7 +90,7 @@ func TestOAuthConfig(t *testing.T) {
 			}
 		}
 		if _, err := daemon.New(cfg, daemon.Options{Schema: readSchema(t),
-			Secrets: daemon.Secrets{SigningSecret: testSecret, ClientSecret: "cs", TokenKey: testTokenKey}}); err != nil {
+			Secrets: config.Secrets{SigningSecret: testSecret, ClientSecret: "cs", TokenKey: testTokenKey}}); err != nil {
 			t.Fatalf("no SLACK_BOT_TOKEN is needed with [oauth]: %v", err)
 		}
 	})

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/fakeslack"
 )
 
@@ -74,9 +76,9 @@ func TestOAuthUninstallRetryKeepsTheReinstall(t *testing.T) {
 			if installs() != 1 {
 				t.Fatal("Slack's retry of the uninstall removed the reinstall")
 			}
-			if first.Header.Get(daemon.HeaderOutcome) != "first" || r.Status != 200 || r.Header.Get(daemon.HeaderOutcome) != "duplicate" {
+			if first.Header.Get(ingress.HeaderOutcome) != "first" || r.Status != 200 || r.Header.Get(ingress.HeaderOutcome) != "duplicate" {
 				t.Fatalf("the uninstall answered %s, its retry %d %s: want first, then 200 duplicate",
-					first.Header.Get(daemon.HeaderOutcome), r.Status, r.Header.Get(daemon.HeaderOutcome))
+					first.Header.Get(ingress.HeaderOutcome), r.Status, r.Header.Get(ingress.HeaderOutcome))
 			}
 
 			// An hour later (Delayed Events): Slack retries again; and the
@@ -84,15 +86,15 @@ func TestOAuthUninstallRetryKeepsTheReinstall(t *testing.T) {
 			// (the one ackd never answered) arrives late.
 			off.Add(time.Hour)
 			r = e.post("/slack/events", "application/json", body, retried(3, "http_timeout"))
-			if r.Status != 200 || r.Header.Get(daemon.HeaderOutcome) != "duplicate" {
-				t.Fatalf("the retry an hour later: %d %s", r.Status, r.Header.Get(daemon.HeaderOutcome))
+			if r.Status != 200 || r.Header.Get(ingress.HeaderOutcome) != "duplicate" {
+				t.Fatalf("the retry an hour later: %d %s", r.Status, r.Header.Get(ingress.HeaderOutcome))
 			}
 			r = e.post("/slack/events", "application/json", uninstallEvent("EvUninstallLate", "T1", uninstalledAt), retried(3, "http_timeout"))
 			if installs() != 1 {
 				t.Fatal("an uninstall older than the installation removed it")
 			}
-			if r.Status != 200 || r.Header.Get(daemon.HeaderOutcome) != "first" {
-				t.Fatalf("a late first delivery: %d %s", r.Status, r.Header.Get(daemon.HeaderOutcome))
+			if r.Status != 200 || r.Header.Get(ingress.HeaderOutcome) != "first" {
+				t.Fatalf("a late first delivery: %d %s", r.Status, r.Header.Get(ingress.HeaderOutcome))
 			}
 			if e.Logs.Find("msg", "Slack event older than the installation: nothing changed (a retry, or a late delivery, of an uninstall that came before the app was installed again)",
 				"team", "T1", "compared_on", "Slack's clock") == nil {
@@ -141,8 +143,8 @@ func TestOAuthUninstallUnroutedStillDeduplicated(t *testing.T) {
 	}
 	nextSecond(t, time.Now, time.Now())
 	e.install(t, team("T1"))
-	if r := e.post("/slack/events", "application/json", body, retried(1, "http_timeout")); r.Status != 200 || r.Header.Get(daemon.HeaderOutcome) != "duplicate" {
-		t.Fatalf("retry: %d %s", r.Status, r.Header.Get(daemon.HeaderOutcome))
+	if r := e.post("/slack/events", "application/json", body, retried(1, "http_timeout")); r.Status != 200 || r.Header.Get(ingress.HeaderOutcome) != "duplicate" {
+		t.Fatalf("retry: %d %s", r.Status, r.Header.Get(ingress.HeaderOutcome))
 	}
 	if n := e.count(`SELECT count(*) FROM ackd_installations`); n != 1 {
 		t.Fatalf("%d installations after the retried uninstall, want 1", n)
@@ -167,15 +169,15 @@ url    = %q
 	e.install(t, team("T1"))
 	nextSecond(t, time.Now, time.Now())
 	body := uninstallEvent("EvU", "T1", time.Now())
-	if r := e.postEvent(body); r.Status != 200 || r.Header.Get(daemon.HeaderOutcome) != "first" {
-		t.Fatal(r.Status, r.Header.Get(daemon.HeaderOutcome))
+	if r := e.postEvent(body); r.Status != 200 || r.Header.Get(ingress.HeaderOutcome) != "first" {
+		t.Fatal(r.Status, r.Header.Get(ingress.HeaderOutcome))
 	}
 	if n := e.count(`SELECT count(*) FROM ackd_installations`); n != 0 {
 		t.Fatal("not removed")
 	}
 	nextSecond(t, time.Now, time.Now())
 	e.install(t, team("T1"))
-	if r := e.post("/slack/events", "application/json", body, retried(1, "http_timeout")); r.Status != 200 || r.Header.Get(daemon.HeaderOutcome) != "duplicate" {
+	if r := e.post("/slack/events", "application/json", body, retried(1, "http_timeout")); r.Status != 200 || r.Header.Get(ingress.HeaderOutcome) != "duplicate" {
 		t.Fatal(r.Status)
 	}
 	if n := e.count(`SELECT count(*) FROM ackd_installations`); n != 1 {
@@ -217,7 +219,7 @@ scopes = ["chat:write", "reactions:write"]
 redirect_url = "https://ackd.example/slack/oauth_redirect"
 authorize_url = "%s/oauth/v2/authorize"
 `, fake.URL(), testClientID, strings.TrimSuffix(fake.URL(), "/"))+replyRoute)
-	opts := daemon.Options{Secrets: daemon.Secrets{AppToken: sockAppToken, ClientSecret: testClientSecret, TokenKey: testTokenKey}}
+	opts := daemon.Options{Secrets: config.Secrets{AppToken: sockAppToken, ClientSecret: testClientSecret, TokenKey: testTokenKey}}
 	e := &oauthEnv{testServer: startServerNoSecret(t, cfg, opts), fake: fake}
 	if !sock.Wait(10*time.Second, func() bool { return len(sock.Open()) >= 1 }) {
 		t.Fatalf("no Socket Mode connection; log:\n%s", e.Logs)

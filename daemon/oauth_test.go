@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/fakeslack"
 )
@@ -35,7 +36,7 @@ var testTokenKey = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)
 type oauthEnv struct {
 	*testServer
 	fake *fakeslack.Server
-	cfg  daemon.Config
+	cfg  config.Config
 }
 
 // startOAuth runs ackd with [oauth] against a fake Slack whose authorize

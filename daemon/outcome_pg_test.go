@@ -13,7 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/internal/pgtest"
 	"github.com/ackd/ackd/internal/tcpproxy"
@@ -47,7 +49,7 @@ effect    = "log"
 `
 
 // outcomeOf is what ackd said it decided.
-func outcomeOf(r response) string { return r.Header.Get(daemon.HeaderOutcome) }
+func outcomeOf(r response) string { return r.Header.Get(ingress.HeaderOutcome) }
 
 // waitForSyncRep waits until a commit on the cluster waits for its
 // (missing) synchronous standby: the reload reaches the server's processes
@@ -108,7 +110,7 @@ func TestSynchronousStandbyPostgres(t *testing.T) {
 	sock.AckTimeout = time.Minute // the test re-sends by hand
 	cfg := configFor(t, fmt.Sprintf("[slack]\napi_url = %q\n[socket_mode]\nenabled = true\n", api.URL())+outcomeConfig)
 	cfg.DB = u.String()
-	s := startServer(t, cfg, daemon.Options{Secrets: daemon.Secrets{AppToken: sockAppToken}})
+	s := startServer(t, cfg, daemon.Options{Secrets: config.Secrets{AppToken: sockAppToken}})
 	t.Cleanup(p.Close) // before the server's close: no frozen connection to wait for
 	t.Cleanup(func() {
 		if t.Failed() {

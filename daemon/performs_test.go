@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"testing"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/sweep"
 )
@@ -13,12 +14,12 @@ import (
 func TestDaemonRecordsWhatItPerforms(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		sec  daemon.Secrets
+		sec  config.Secrets
 		want string
 	}{
-		{"with the bot token and forward secret", daemon.Secrets{BotToken: "xoxb-1", ForwardSecret: "fwd"},
+		{"with the bot token and forward secret", config.Secrets{BotToken: "xoxb-1", ForwardSecret: "fwd"},
 			"forward " + sweep.CapForwardSigned + " log post react redeliver respond stream update"},
-		{"without them", daemon.Secrets{}, "forward log redeliver respond"},
+		{"without them", config.Secrets{}, "forward log redeliver respond"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startServer(t, configFor(t, ""), daemon.Options{Secrets: tc.sec})

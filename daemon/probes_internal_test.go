@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ackd/ackd/config"
 )
 
 // Probes from anyone (issue 21, part 5): the database answers behind
@@ -71,10 +73,10 @@ func TestProbeFloodReachesTheDatabaseOncePerSecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Default()
+	cfg := config.Default()
 	cfg.DB = filepath.Join(t.TempDir(), "ackd.db")
 	cfg.Listen = "127.0.0.1:0"
-	srv, err := New(cfg, Options{Schema: string(schema), Secrets: Secrets{SigningSecret: "s"}, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := New(cfg, Options{Schema: string(schema), Secrets: config.Secrets{SigningSecret: "s"}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

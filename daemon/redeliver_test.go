@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/sweep"
 )
@@ -211,7 +213,7 @@ url         = %q
 			return 200, "application/json", `{"response_action":"clear"}`
 		})
 		cfg := configFor(t, redeliverConfig(app.srv.URL))
-		cfg.Ack.Budget = daemon.Duration{Duration: 300 * time.Millisecond}
+		cfg.Ack.Budget = config.Duration{Duration: 300 * time.Millisecond}
 		s := startServer(t, cfg, daemon.Options{})
 		r := s.postForm("/slack/interactivity", ixForm(t, ixViewSubmission("8.8.slow", "deploy_modal")))
 		close(release)
@@ -262,13 +264,13 @@ func TestRedeliverBadInput(t *testing.T) {
 	t.Parallel()
 	app := newBoltish(t, func(int, []byte) (int, string, string) { return 200, "", "" })
 	cfg := configFor(t, redeliverConfig(app.srv.URL))
-	cfg.Sweep.Interval = daemon.Duration{Duration: time.Hour} // only the sweeps this test runs
+	cfg.Sweep.Interval = config.Duration{Duration: time.Hour} // only the sweeps this test runs
 	cfg.Sweep.Immediate = false
 	s := startServer(t, cfg, daemon.Options{})
 	log := slog.New(slog.DiscardHandler)
 
 	t.Run("a body over the cap is 413 and never reaches the outbox", func(t *testing.T) {
-		big := append([]byte("payload="), bytes.Repeat([]byte("a"), daemon.MaxBody)...)
+		big := append([]byte("payload="), bytes.Repeat([]byte("a"), ingress.MaxBody)...)
 		if r := s.postForm("/slack/interactivity", big); r.Status != http.StatusRequestEntityTooLarge {
 			t.Fatalf("status %d, want 413", r.Status)
 		}
@@ -282,7 +284,7 @@ func TestRedeliverBadInput(t *testing.T) {
 			t.Fatalf("status %d", r.Status)
 		}
 		ec := sweep.EffectConfig{Logger: log}
-		sc := cfg.SweepConfig()
+		sc := daemon.SweepConfig(cfg)
 		sc.Skip = ec.Unavailable()
 		sw := sweep.New(s.Store(), sweep.Effects(ec), sc, log, nil)
 		if res, err := sw.RunOnce(t.Context()); err != nil || res.Claimed != 0 {
@@ -294,7 +296,7 @@ func TestRedeliverBadInput(t *testing.T) {
 	})
 
 	t.Run("a performer without a signing secret parks the row as no_signing_secret (defence in depth)", func(t *testing.T) {
-		sw := sweep.New(s.Store(), sweep.Effects(sweep.EffectConfig{Logger: log}), cfg.SweepConfig(), log, nil)
+		sw := sweep.New(s.Store(), sweep.Effects(sweep.EffectConfig{Logger: log}), daemon.SweepConfig(cfg), log, nil)
 		if res, err := sw.RunOnce(t.Context()); err != nil || res.Parked != 1 {
 			t.Fatalf("sweep: %v %v", res, err)
 		}
@@ -327,16 +329,16 @@ func TestRedeliverBadInput(t *testing.T) {
 }
 
 func TestRedeliverConfig(t *testing.T) {
-	if _, err := daemon.Load("../examples/bolt/ackd.toml"); err != nil {
+	if _, err := config.Load("../examples/bolt/ackd.toml"); err != nil {
 		t.Errorf("examples/bolt/ackd.toml: %v", err)
 	}
 	// Socket Mode without a signing secret: a redeliver route could never be performed.
 	cfg := configFor(t, "[socket_mode]\nenabled = true\n"+redeliverConfig("http://127.0.0.1:1"))
-	_, err := daemon.New(cfg, daemon.Options{Secrets: daemon.Secrets{AppToken: "xapp-1-test"}})
+	_, err := daemon.New(cfg, daemon.Options{Secrets: config.Secrets{AppToken: "xapp-1-test"}})
 	if err == nil || !strings.Contains(err.Error(), "ACKD_REDELIVER_SECRET") {
 		t.Errorf("no signing secret with a redeliver route: err = %v", err)
 	}
-	if _, err := daemon.New(cfg, daemon.Options{Secrets: daemon.Secrets{AppToken: "xapp-1-test", RedeliverSecret: "s"}}); err != nil {
+	if _, err := daemon.New(cfg, daemon.Options{Secrets: config.Secrets{AppToken: "xapp-1-test", RedeliverSecret: "s"}}); err != nil {
 		t.Errorf("with ACKD_REDELIVER_SECRET: %v", err)
 	}
 	for _, tc := range []struct{ toml, err string }{
@@ -346,7 +348,7 @@ func TestRedeliverConfig(t *testing.T) {
 		{"[[route]]\nname=\"r\"\ncommand=\"deploy\"\neffect=\"log\"\n", "must start with /"},
 		{"[[route]]\nname=\"r\"\nevent=\"*\"\neffect=\"redeliver\"\nurl=\"http://127.0.0.1:1\"\nreaction=\"x\"\n", "not used by effect redeliver"},
 	} {
-		_, err := daemon.Parse([]byte(tc.toml))
+		_, err := config.Parse([]byte(tc.toml))
 		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%q: err = %v, want %q", tc.toml, err, tc.err)
 		}

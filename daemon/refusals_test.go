@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 )
 
 // Unauthenticated callers must not write the logs (issue 21, part 3): every
@@ -166,7 +167,7 @@ func TestUnauthenticatedLogLines(t *testing.T) {
 		if r := evMustSend(t, http.MethodGet, s.URL+"/slack/commands", nil, http.Header{}); r.Status != http.StatusMethodNotAllowed {
 			t.Fatalf("status %d, want 405", r.Status)
 		}
-		evWaitLog(t, s.Logs, "msg", "rejected", "status", 401, "reason", daemon.ErrMissingHeaders.Error())
+		evWaitLog(t, s.Logs, "msg", "rejected", "status", 401, "reason", ingress.ErrMissingHeaders.Error())
 		if n := len(findAll(s.Logs, "msg", "rejected")); n != 1 {
 			t.Errorf("%d rejected lines within one interval, want 1", n)
 		}
@@ -175,7 +176,7 @@ func TestUnauthenticatedLogLines(t *testing.T) {
 			t.Fatal(err)
 		}
 		sum := evWaitLog(t, s.Logs, "msg", "unauthenticated requests answered without a line each")
-		want := "4× 401 " + daemon.ErrMissingHeaders.Error() + "; 1× 405 method GET"
+		want := "4× 401 " + ingress.ErrMissingHeaders.Error() + "; 1× 405 method GET"
 		if fmt.Sprint(sum["count"]) != "5" || sum["answers"] != want || sum["level"] != "WARN" {
 			t.Errorf("summary %v, want count 5 and answers %q at WARN", sum, want)
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/fakeslack"
 )
@@ -61,7 +62,7 @@ command = "/deploy"
 effect  = "forward"
 url     = %q
 `, fake.URL(), hook.URL(), hook.URL(), hook.URL())
-	s := startServer(t, configFor(t, cfg), daemon.Options{Secrets: daemon.Secrets{BotToken: "xoxb-test"}})
+	s := startServer(t, configFor(t, cfg), daemon.Options{Secrets: config.Secrets{BotToken: "xoxb-test"}})
 
 	inner := mention("C1", "1700000000.000100", "hello")
 	inner["event_ts"] = "1700000000.000100"

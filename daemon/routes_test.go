@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 )
 
@@ -25,7 +26,7 @@ func TestRouteConfigRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := daemon.Parse([]byte(tc.toml))
+			_, err := config.Parse([]byte(tc.toml))
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "line 1") {
 				t.Fatalf("err = %v, want it to name line 1 and %q", err, tc.want)
 			}
@@ -33,11 +34,11 @@ func TestRouteConfigRules(t *testing.T) {
 	}
 
 	t.Run("a file without routes keeps the built-in dry run and says so", func(t *testing.T) {
-		cfg, err := daemon.Parse([]byte("listen = \"127.0.0.1:3001\"\n"))
+		cfg, err := config.Parse([]byte("listen = \"127.0.0.1:3001\"\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !cfg.Builtin || len(cfg.Routes) != 1 || cfg.Routes[0].Name != daemon.DefaultRouteName {
+		if !cfg.Builtin || len(cfg.Routes) != 1 || cfg.Routes[0].Name != config.DefaultRouteName {
 			t.Fatalf("routes %+v builtin %v", cfg.Routes, cfg.Builtin)
 		}
 		cfg.DB, cfg.Listen = t.TempDir()+"/ackd.db", "127.0.0.1:0"

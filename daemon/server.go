@@ -1,78 +1,40 @@
-// Package daemon is ackd's ingress and process lifecycle. The HTTP ingress
-// verifies each Slack request, parses it, applies filters and routes, and
-// commits the receipt and outbox rows before it answers (within the ack
-// budget); the Socket Mode ingress (socket.go) hands each envelope to the
-// same handlers and acks it only after that commit. The lifecycle runs the listener, the sweep ticker and its
-// immediate trigger, the pruner, the systemd watchdog, and a bounded
-// graceful shutdown.
-//
-// A request is refused before its body is read unless it carries Slack's
-// signature headers with a fresh timestamp; bodies that are read share a
-// byte budget (answered 503 when it is full) and must arrive within half the
-// ack budget (see body.go).
+// Package daemon is ackd's composition root: it opens the database and the
+// sweep, and starts and stops everything a running ackd is made of — the
+// ingress (package ingress: HTTP and Socket Mode), the sweep ticker and its
+// immediate trigger, the pruner, catch-up, OAuth's refresher, the console,
+// /healthz and /metrics (with their probes), the instance heartbeat and the
+// systemd notifications and watchdog — with a bounded graceful shutdown. It
+// owns nothing of its own beyond that wiring and lifecycle.
 //
 // Limits: one process owns the listener; other processes may share the
-// database (`ackd sweep --once`). Answers that Slack needs synchronously in
-// the body (view_submission response_action, block_suggestion options) come
-// only from a redeliver route, whose first attempt runs inline within the
-// ack budget.
+// database (`ackd sweep --once`).
 package daemon
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ackd/ackd/internal/seal"
+	"github.com/ackd/ackd/config"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/oauth"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
 )
 
-// MaxBody caps a Slack request body. Slack's payloads are a few KiB.
-const MaxBody = 1 << 20
-
-// Secrets come from the environment or files, never flags or the config.
-type Secrets struct {
-	SigningSecret string
-	BotToken      string
-	ForwardSecret string
-	AppToken      string // xapp-…, for Socket Mode
-	// RedeliverSecret signs re-delivered requests when the app verifies
-	// with another secret than ackd's (ACKD_REDELIVER_SECRET); empty means
-	// SigningSecret.
-	RedeliverSecret string
-	// With [oauth]: the app's client secret (SLACK_CLIENT_SECRET) and the
-	// key sealing installation tokens (ACKD_TOKEN_KEY, base64 of 32 bytes),
-	// with the previous key during a rotation (ACKD_TOKEN_KEY_OLD).
-	ClientSecret, TokenKey, TokenKeyOld string
-	// ConsolePassword is the console's Basic auth password for user ackd
-	// (ACKD_CONSOLE_PASSWORD); required with [console] listen.
-	ConsolePassword string
-	// EmptyFiles maps each secret (SLACK_BOT_TOKEN, …) whose …_FILE named an
-	// empty file to that file (ReadSecret): the secret is not set, and an
-	// error about it, where the configuration needs it, names the file.
-	EmptyFiles map[string]string
-	// CredentialsDir is systemd's $CREDENTIALS_DIRECTORY, if set: an empty
-	// file there is a copy, so the error names the LoadCredential= source.
-	CredentialsDir string
-}
-
 // Options are a Server's dependencies.
 type Options struct {
 	Schema   string // schema.sql text
-	Secrets  Secrets
+	Secrets  config.Secrets
 	Logger   *slog.Logger
 	Now      func() time.Time // default time.Now
 	Notifier *Notifier        // nil: no sd_notify
@@ -101,26 +63,18 @@ type Options struct {
 
 // Server is a running ackd.
 type Server struct {
-	cfg     Config
+	cfg     config.Config
 	opts    Options
 	log     *slog.Logger
 	store   store.Store
 	sweeper *sweep.Sweeper
 	// performs is what this daemon records it can perform (ackd_instances).
 	performs []string
-	verify   *Verifier // nil: no signing secret, HTTP Slack routes off
-	bodies   *bodyBudget
-	refused  *refusalLog
-	probes   *probeCache
-	metrics  *metrics
-	socket   *socketIngress // nil unless [socket_mode] enabled
-	marks    *markTracker   // nil unless catch-up has channels
-	oauth    *oauth.Service // nil without [oauth]
-	// sealer seals workflow steps' execution tokens in stored requests
-	// (ACKD_TOKEN_KEY; nil without it); clearTokens: one stored in clear
-	// was logged.
-	sealer      *seal.Keys
-	clearTokens atomic.Bool
+	// in is Slack's requests in: HTTP and Socket Mode (package ingress).
+	in      *ingress.Server
+	probes  *probeCache
+	metrics *metrics
+	oauth   *oauth.Service // nil without [oauth]
 	// budget is this process's one pace of calls to Slack's history
 	// methods ([backfill] rate), shared by catch-up and anything else
 	// that reads history.
@@ -150,11 +104,11 @@ type Server struct {
 }
 
 // New validates the configuration and secrets. Open starts the server.
-func New(cfg Config, opts Options) (*Server, error) {
+func New(cfg config.Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if errs := cfg.secretProblems(opts.Secrets); len(errs) > 0 {
+	if errs := cfg.SecretProblems(opts.Secrets); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	if opts.Logger == nil {
@@ -176,75 +130,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 	// the secret leaves them alone instead of sending them unsigned; and
 	// whether a route is performed from the stored request is decided once
 	// here, not on every ack.
-	cfg.Routes = prepareRoutes(cfg.Routes, opts.Secrets)
+	cfg.Routes = config.PrepareRoutes(cfg.Routes, opts.Secrets)
 	s := &Server{cfg: cfg, opts: opts, log: opts.Logger.With("component", "daemon"),
-		bodies: newBodyBudget(opts.BodyBudget), kick: make(chan struct{}, 1),
-		budget: slackrate.New(cfg.Backfill.Rate)}
-	if ch := cfg.BackfillChannels(); len(ch) > 0 {
-		s.marks = newMarkTracker(ch)
-	}
-	s.refused = newRefusalLog(s.log, opts.RefusedLogEvery)
-	if opts.Secrets.SigningSecret != "" {
-		// Without a signing secret (Socket Mode alone) the HTTP Slack
-		// routes are not served at all.
-		s.verify = NewVerifier(opts.Secrets.SigningSecret, opts.Now)
-	}
+		kick: make(chan struct{}, 1), budget: slackrate.New(cfg.Backfill.Rate)}
+	s.in = ingress.New(cfg, ingress.Options{Secrets: opts.Secrets, Logger: opts.Logger, HTTPClient: opts.HTTPClient,
+		Now: opts.Now, BodyBudget: opts.BodyBudget, RefusedLogEvery: opts.RefusedLogEvery}, s.log)
 	return s, nil
-}
-
-// StoreOptions maps the configuration onto the store's options.
-func (c Config) StoreOptions(schema string, now func() time.Time) store.Options {
-	return store.Options{
-		Synchronous: c.Synchronous, CommitDelay: c.CommitDelay.Duration, Now: now, Schema: schema,
-		MaxAttempts: c.Sweep.MaxAttempts, BackoffBase: c.Sweep.Backoff.Duration, BackoffMax: c.Sweep.MaxBackoff.Duration,
-	}
-}
-
-// SweepConfig maps the configuration onto the sweep's.
-func (c Config) SweepConfig() sweep.Config {
-	return sweep.Config{Batch: c.Sweep.Batch, Workers: c.Sweep.Workers, Lease: c.Sweep.Lease.Duration,
-		DefaultTimeout: 10 * time.Second, InstanceFresh: InstanceStale}
-}
-
-// RoutedSkips keeps the skipped effects (sweep.Config.Skip) that this
-// configuration's routes name. A forward's reply posted in an event's
-// thread is a post row too, but only when the handler replies with text;
-// ForwardRepliesNeedToken says that separately.
-func (c Config) RoutedSkips(skip map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, r := range c.Routes {
-		if why, ok := skip[r.Effect]; ok {
-			out[r.Effect] = why
-		}
-	}
-	return out
-}
-
-// forwardsToEvents reports whether a forward route takes Events API
-// events: its handler's reply becomes a post in the event's thread.
-func (c Config) forwardsToEvents() bool {
-	return slices.ContainsFunc(c.Routes, func(r Route) bool { return r.Effect == "forward" && r.source() == sweep.SourceEvent })
-}
-
-// EffectConfig maps configuration and secrets onto the effects'. The
-// caller sets Steps (the store) and, with [oauth], Tokens. Its History
-// budget ([backfill] rate) serves a process that reads history for post
-// confirmation only (sweep --once); serve replaces it with the budget it
-// shares with catch-up.
-func (c Config) EffectConfig(sec Secrets, log *slog.Logger, hc *http.Client) sweep.EffectConfig {
-	ec := sweep.EffectConfig{BotToken: sec.BotToken, APIURL: c.Slack.APIURL, ForwardSecret: sec.ForwardSecret,
-		RedeliverSecret: cmp.Or(sec.RedeliverSecret, sec.SigningSecret), HTTPClient: hc, Logger: log,
-		NoConfirm: !c.Slack.ConfirmPosts, History: slackrate.New(c.Backfill.Rate),
-		Sealer:      StepSealer(sec),
-		Stream:      sweep.StreamConfig{Status: c.Stream.Status, FailedText: c.Stream.FailedText, MaxChars: c.Stream.MaxChars},
-		MaxAttempts: c.Sweep.MaxAttempts}
-	if c.OAuth != nil {
-		// Each row takes its team's token (EffectConfig.Tokens, set by the
-		// caller); SLACK_BOT_TOKEN is not used.
-		ec.BotToken = ""
-		ec.NotInstalledWait = c.OAuth.NotInstalledWait.Duration
-	}
-	return ec
 }
 
 // Open opens the database, binds the listener and starts the background
@@ -306,21 +197,20 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ackd_request_body_bytes_held",
 		Help: "Bytes of the request body budget reserved by Slack requests being read or answered now.",
-	}, func() float64 { return float64(s.bodies.held.Load()) }))
+	}, func() float64 { return float64(s.in.BodyBytesHeld()) }))
 	ec := s.cfg.EffectConfig(s.opts.Secrets, s.opts.Logger, s.opts.HTTPClient)
 	ec.History = s.budget // catch-up and post confirmation share one pace of history reads
 	ec.OnConfirm = s.metrics.confirmed
 	ec.Steps = st
-	s.sealer = ec.Sealer
 	ec.StreamObserver = s.metrics.stream
-	if s.oauth, err = s.cfg.OAuthService(s.opts.Secrets, st, s.opts.Logger, s.opts.HTTPClient, s.metrics.reg, s.refused); err != nil {
+	if s.oauth, err = OAuthService(s.cfg, s.opts.Secrets, st, s.opts.Logger, s.opts.HTTPClient, s.metrics.reg, s.in.Refused()); err != nil {
 		return err
 	}
 	if s.oauth != nil {
 		ec.Tokens = s.oauth
 		s.oauth.Announce(ctx)
 	}
-	sc := s.cfg.SweepConfig()
+	sc := SweepConfig(s.cfg)
 	sc.Skip = ec.Unavailable()
 	s.sweeper = sweep.New(st, sweep.Effects(ec), sc, s.opts.Logger, s.metrics)
 	s.performs = s.sweeper.Performs(ec)
@@ -359,10 +249,12 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sweepOK.Store(s.opts.Now().UnixMilli())
+	s.in.Attach(ingress.Runtime{Store: st, Sweeper: s.sweeper, OAuth: s.oauth, Sealer: ec.Sealer,
+		Metrics: ingress.Metrics{Registry: s.metrics.reg, AckLatency: s.metrics.ackLatency, Requests: s.metrics.requests},
+		Ctx:     s.ctx, Trigger: s.Trigger})
 	if s.cfg.Socket.Enabled {
 		// Before the listener serves: /healthz and /metrics read it.
-		s.socket = newSocketIngress(s)
-		s.socket.start()
+		s.in.StartSocket()
 	}
 
 	s.goLoop(func() {
@@ -388,8 +280,8 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	s.goLoop(s.immediateLoop)
 	s.goLoop(s.pruneLoop)
 	s.goLoop(s.heartbeatLoop)
-	s.goLoop(func() { s.every(s.refused.every, s.refused.flush) })
-	if s.marks != nil {
+	s.goLoop(func() { s.every(s.in.Refused().Every(), s.in.Refused().Flush) })
+	if s.in.Marks() != nil {
 		s.goLoop(s.markLoop)
 		if s.cfg.Backfill.OnStart {
 			s.goLoop(s.catchUpOnStart)
@@ -401,13 +293,13 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	if iv, ok := s.opts.Notifier.WatchdogInterval(); ok {
 		s.goLoop(func() { s.watchdogLoop(iv) })
 	}
-	for _, w := range s.cfg.secretWarnings(s.opts.Secrets) {
+	for _, w := range s.cfg.SecretWarnings(s.opts.Secrets) {
 		s.log.Warn("secrets: " + w)
 	}
 	for _, w := range s.cfg.Warnings {
 		s.log.Warn("config: " + w)
 	}
-	if w := s.cfg.clearTokenWarning(s.opts.Secrets); w != "" {
+	if w := s.cfg.ClearTokenWarning(s.opts.Secrets); w != "" {
 		s.log.Warn("config: " + w)
 	}
 	var slowest time.Duration
@@ -423,7 +315,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		s.log.Warn("routes name effects this daemon cannot perform: their rows stay pending until a process with the credential sweeps them",
 			"skipped", sweep.SkipSummary(skip))
 	}
-	if why, ok := sc.Skip["post"]; ok && s.cfg.forwardsToEvents() {
+	if why, ok := sc.Skip["post"]; ok && s.cfg.ForwardsToEvents() {
 		s.log.Info("a forward handler's reply with text is posted in the event's thread with chat.postMessage, which this daemon cannot do: such replies stay pending (a handler that answers with an empty body needs nothing)",
 			"post", why)
 	}
@@ -438,7 +330,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 		attrs = append(attrs, es.Settings(ctx)...)
 	}
 	attrs = append(attrs, "routes", len(s.cfg.Routes), "ack_budget", s.cfg.Ack.Budget.String(),
-		"http_slack_routes", s.verify != nil, "socket_mode", s.cfg.Socket.Enabled, "oauth", s.oauth != nil)
+		"http_slack_routes", s.in.HTTPRoutes(), "socket_mode", s.cfg.Socket.Enabled, "oauth", s.oauth != nil)
 	s.log.Info("ackd listening", attrs...)
 	if err := s.opts.Notifier.Ready(); err != nil {
 		s.log.Warn("sd_notify READY failed", "err", err)
@@ -489,11 +381,9 @@ func (s *Server) Close() error {
 		_ = s.opts.Notifier.Stopping()
 		s.log.Info("shutting down: finishing in-flight acks")
 		var errs []error
-		if s.socket != nil {
-			// Envelopes in flight commit and are acked; then the
-			// connections close (Slack re-sends whatever was not acked).
-			s.socket.stop(s.opts.ShutdownTimeout)
-		}
+		// Envelopes in flight commit and are acked; then the Socket Mode
+		// connections close (Slack re-sends whatever was not acked).
+		s.in.StopSocket(s.opts.ShutdownTimeout)
 		if s.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 			if err := s.http.Shutdown(ctx); err != nil {
@@ -518,7 +408,7 @@ func (s *Server) Close() error {
 			s.cancel()
 		}
 		s.wg.Wait()
-		s.refused.flush() // what the last interval counted
+		s.in.Refused().Flush() // what the last interval counted
 		if s.store != nil && s.instance.ID != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			// Not a shutdown failure: the row goes stale and status stops
@@ -734,16 +624,12 @@ func (s *Server) notifyStatus() {
 // listener of their own.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	if s.verify != nil {
-		mux.Handle("/slack/events", s.slackHandler("events", s.handleEvents))
-		mux.Handle("/slack/commands", s.slackHandler("commands", s.handleCommand))
-		mux.Handle("/slack/interactivity", s.slackHandler("interactivity", s.handleInteraction))
-	}
+	s.in.Register(mux)
 	if s.oauth != nil {
 		mux.Handle(s.cfg.OAuth.InstallPath, s.oauth.InstallHandler())
 		mux.Handle(s.cfg.OAuth.RedirectPath, s.oauth.RedirectHandler())
 	}
-	if h := s.cfg.passthrough(s.log.With("component", "passthrough")); h != nil {
+	if h := passthrough(s.cfg, s.log.With("component", "passthrough")); h != nil {
 		for _, p := range s.cfg.Redeliver.Passthrough {
 			mux.Handle(p, h)
 		}
@@ -794,7 +680,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "sweep loop is not making progress", http.StatusServiceUnavailable)
 		return
 	}
-	if err := s.socket.health(); err != nil {
+	if err := s.in.SocketHealth(); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}

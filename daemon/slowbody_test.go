@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/testreq"
 )
 
@@ -111,7 +112,7 @@ func TestBodiesAreReadOnlyForSlackShapedRequests(t *testing.T) {
 			s, addr := newServer(t)
 			// 1 MiB declared, nothing sent: reading the body would block
 			// until the server's ReadTimeout and end in a 400.
-			c := openRaw(t, addr, tc.path, tc.hdr, daemon.MaxBody, nil)
+			c := openRaw(t, addr, tc.path, tc.hdr, ingress.MaxBody, nil)
 			resp := c.answer()
 			if resp.StatusCode != http.StatusUnauthorized {
 				t.Fatalf("status %d, want 401", resp.StatusCode)
@@ -209,8 +210,8 @@ func TestChunkedBodies(t *testing.T) {
 	}{
 		{"a small chunked event is acked", 0, http.StatusOK},
 		{"a chunked event past the small size is acked", 200 << 10, http.StatusOK},
-		{"a chunked event of exactly 1 MiB is acked", daemon.MaxBody, http.StatusOK},
-		{"a chunked body over 1 MiB is 413", daemon.MaxBody + 1, http.StatusRequestEntityTooLarge},
+		{"a chunked event of exactly 1 MiB is acked", ingress.MaxBody, http.StatusOK},
+		{"a chunked body over 1 MiB is 413", ingress.MaxBody + 1, http.StatusRequestEntityTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := fmt.Sprintf("Ev0CHUNK%d", tc.size)
@@ -239,13 +240,13 @@ func TestBodyBudget(t *testing.T) {
 	t.Parallel()
 	// 2 MiB: the large half holds exactly one 1 MiB body.
 	// A 2.9 s ack budget: a body deadline of 1.45 s.
-	s := startServer(t, configFor(t, "[ack]\nbudget = \"2900ms\"\n"), daemon.Options{BodyBudget: 2 * daemon.MaxBody, RefusedLogEvery: 50 * time.Millisecond,
+	s := startServer(t, configFor(t, "[ack]\nbudget = \"2900ms\"\n"), daemon.Options{BodyBudget: 2 * ingress.MaxBody, RefusedLogEvery: 50 * time.Millisecond,
 		ProbeEvery: time.Millisecond}) // the held gauge read as it changes
 	addr := strings.TrimPrefix(s.URL, "http://")
 	held := func() float64 { return s.scrape().value("ackd_request_body_bytes_held") }
 
 	t.Run("a stalled body holds only the bytes that arrived, not its declared length", func(t *testing.T) {
-		c := openRaw(t, addr, "/slack/events", slackHeaders(time.Now()), daemon.SmallBody, []byte(`{`))
+		c := openRaw(t, addr, "/slack/events", slackHeaders(time.Now()), ingress.SmallBody, []byte(`{`))
 		waitFor(t, "the one byte to be charged", 10*time.Second, func() bool { return held() == 1 })
 		if resp := c.answer(); resp.StatusCode != http.StatusRequestTimeout {
 			t.Fatalf("status %d, want 408", resp.StatusCode)
@@ -261,7 +262,7 @@ func TestBodyBudget(t *testing.T) {
 	var got struct{ large, chunkedSmall, chunkedLarge int }
 	var retryAfter string
 	for attempt := 1; ; attempt++ {
-		staller := openRaw(t, addr, "/slack/events", slackHeaders(time.Now()), daemon.MaxBody, bytes.Repeat([]byte(" "), daemon.MaxBody-1))
+		staller := openRaw(t, addr, "/slack/events", slackHeaders(time.Now()), ingress.MaxBody, bytes.Repeat([]byte(" "), ingress.MaxBody-1))
 		cut := make(chan int, 1)
 		go func() {
 			_ = staller.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -273,8 +274,8 @@ func TestBodyBudget(t *testing.T) {
 			resp.Body.Close()
 			cut <- resp.StatusCode
 		}()
-		waitFor(t, "the stalled body to hold its bytes", 10*time.Second, func() bool { return held() == daemon.MaxBody })
-		resp := openRaw(t, addr, "/slack/events", slackHeaders(time.Now()), daemon.MaxBody, bytes.Repeat([]byte(" "), daemon.MaxBody)).answer()
+		waitFor(t, "the stalled body to hold its bytes", 10*time.Second, func() bool { return held() == ingress.MaxBody })
+		resp := openRaw(t, addr, "/slack/events", slackHeaders(time.Now()), ingress.MaxBody, bytes.Repeat([]byte(" "), ingress.MaxBody)).answer()
 		got.large, retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
 		got.chunkedSmall = postChunked(t, s, eventBody("Ev0CHSMALL", mention("C1", "1.1", "hi")))
 		got.chunkedLarge = postChunked(t, s, evPadded(t, "Ev0CHBIG", 200<<10))
@@ -321,7 +322,7 @@ func TestBodyBudget(t *testing.T) {
 		if n := s.count(`SELECT count(*) FROM slack_event_receipts WHERE event_id = 'Ev0BUDGET'`); n != 1 {
 			t.Errorf("%d receipts, want 1", n)
 		}
-		if r := s.postEvent(evPadded(t, "Ev0BIGAGAIN", daemon.MaxBody)); r.Status != http.StatusOK {
+		if r := s.postEvent(evPadded(t, "Ev0BIGAGAIN", ingress.MaxBody)); r.Status != http.StatusOK {
 			t.Fatalf("a 1 MiB event after the stall: status %d %q, want 200", r.Status, r.Body)
 		}
 	})
@@ -362,7 +363,7 @@ func TestFakeSignaturesDoNotStarveSlack(t *testing.T) {
 					continue
 				}
 				var b strings.Builder
-				fmt.Fprintf(&b, "POST /slack/events HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", addr, daemon.SmallBody)
+				fmt.Fprintf(&b, "POST /slack/events HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", addr, ingress.SmallBody)
 				for k, v := range slackHeaders(time.Now()) {
 					fmt.Fprintf(&b, "%s: %s\r\n", k, v)
 				}

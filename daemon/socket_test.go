@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/fakeslack"
 )
@@ -42,7 +43,7 @@ action_id = "approve"
 effect    = "log"
 `
 
-func sockConfig(tb testing.TB, api *fakeslack.Server, extra string) daemon.Config {
+func sockConfig(tb testing.TB, api *fakeslack.Server, extra string) config.Config {
 	tb.Helper()
 	return configFor(tb, fmt.Sprintf("[slack]\napi_url = %q\n[socket_mode]\nenabled = true\n%s\n%s", api.URL(), extra, sockRoutes))
 }
@@ -51,7 +52,7 @@ func sockConfig(tb testing.TB, api *fakeslack.Server, extra string) daemon.Confi
 // routes off) and waits for its connections.
 func startSocket(tb testing.TB, api *fakeslack.Server, sock *fakeslack.Socket, extra string, conns int) *testServer {
 	tb.Helper()
-	opts := daemon.Options{Secrets: daemon.Secrets{AppToken: sockAppToken}}
+	opts := daemon.Options{Secrets: config.Secrets{AppToken: sockAppToken}}
 	s := startServerNoSecret(tb, sockConfig(tb, api, extra), opts)
 	if !sock.Wait(10*time.Second, func() bool { return len(sock.Open()) >= conns }) {
 		tb.Fatalf("%d connections open, want %d; log:\n%s", len(sock.Open()), conns, s.Logs)
@@ -60,7 +61,7 @@ func startSocket(tb testing.TB, api *fakeslack.Server, sock *fakeslack.Socket, e
 }
 
 // startServerNoSecret is startServer without the default signing secret.
-func startServerNoSecret(tb testing.TB, cfg daemon.Config, opts daemon.Options) *testServer {
+func startServerNoSecret(tb testing.TB, cfg config.Config, opts daemon.Options) *testServer {
 	tb.Helper()
 	opts.Secrets.SigningSecret = ""
 	logs := &logBuffer{}
@@ -268,7 +269,7 @@ command  = "/big"
 ack_text = %q
 effect   = "log"
 `, api.URL(), big))
-	s := startServerNoSecret(t, cfg, daemon.Options{Secrets: daemon.Secrets{AppToken: sockAppToken}})
+	s := startServerNoSecret(t, cfg, daemon.Options{Secrets: config.Secrets{AppToken: sockAppToken}})
 	sock.Wait(10*time.Second, func() bool { return len(sock.Open()) == 1 })
 	cmd := sockCommand("T.big", "")
 	cmd["command"] = "/big"
@@ -291,17 +292,17 @@ func TestSocketModeConfig(t *testing.T) {
 		{"[socket_mode]\nsilence = \"10ms\"", "socket_mode.silence"},
 		{"[socket_mode]\nenable = true", `unknown key "socket_mode.enable"`},
 	} {
-		if _, err := daemon.Parse([]byte(tc.toml)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := config.Parse([]byte(tc.toml)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err %v, want %q", tc.toml, err, tc.want)
 		}
 	}
 	cfg := configFor(t, "[socket_mode]\nenabled = true")
 	for _, tc := range []struct {
-		sec  daemon.Secrets
+		sec  config.Secrets
 		want string
 	}{
-		{daemon.Secrets{}, "set SLACK_APP_TOKEN or SLACK_APP_TOKEN_FILE"},
-		{daemon.Secrets{AppToken: "xoxb-secret-bot-token"}, "must start with xapp-"},
+		{config.Secrets{}, "set SLACK_APP_TOKEN or SLACK_APP_TOKEN_FILE"},
+		{config.Secrets{AppToken: "xoxb-secret-bot-token"}, "must start with xapp-"},
 	} {
 		_, err := daemon.New(cfg, daemon.Options{Secrets: tc.sec})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -319,7 +320,7 @@ func TestSocketModeConfig(t *testing.T) {
 func TestSocketModeInvalidAuth(t *testing.T) {
 	api := fakeslack.New(t, evBotToken)
 	sock := api.SocketMode(t, "xapp-1-the-real-one")
-	s := startServerNoSecret(t, sockConfig(t, api, ""), daemon.Options{Secrets: daemon.Secrets{AppToken: sockAppToken}})
+	s := startServerNoSecret(t, sockConfig(t, api, ""), daemon.Options{Secrets: config.Secrets{AppToken: sockAppToken}})
 	waitFor(t, "the auth failure logged", 10*time.Second, func() bool {
 		return s.Logs.Find("level", "ERROR", "error_code", "invalid_auth") != nil
 	})
@@ -338,7 +339,7 @@ func TestSocketModeInvalidAuth(t *testing.T) {
 func TestSocketModeBesideHTTP(t *testing.T) {
 	api := fakeslack.New(t, evBotToken)
 	sock := api.SocketMode(t, sockAppToken)
-	s := startServer(t, sockConfig(t, api, ""), daemon.Options{Secrets: daemon.Secrets{AppToken: sockAppToken}})
+	s := startServer(t, sockConfig(t, api, ""), daemon.Options{Secrets: config.Secrets{AppToken: sockAppToken}})
 	if !sock.Wait(10*time.Second, func() bool { return len(sock.Open()) == 2 }) {
 		t.Fatalf("open %v", sock.Open())
 	}
@@ -380,7 +381,7 @@ func TestSocketModeCloseLeavesNothingRunning(t *testing.T) {
 	sock := api.SocketMode(t, sockAppToken)
 	sock.RefreshGrace = 100 * time.Millisecond
 	cfg := sockConfig(t, api, "silence = \"300ms\"")
-	srv, err := daemon.New(cfg, daemon.Options{Schema: readSchema(t), Secrets: daemon.Secrets{AppToken: sockAppToken},
+	srv, err := daemon.New(cfg, daemon.Options{Schema: readSchema(t), Secrets: config.Secrets{AppToken: sockAppToken},
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -455,7 +456,7 @@ command  = "/big"
 ack_text = %q
 effect   = "log"
 `, api.URL(), ackText))
-	s := startServerNoSecret(t, cfg, daemon.Options{Secrets: daemon.Secrets{AppToken: sockAppToken}})
+	s := startServerNoSecret(t, cfg, daemon.Options{Secrets: config.Secrets{AppToken: sockAppToken}})
 	if !sock.Wait(10*time.Second, func() bool { return len(sock.Open()) == 1 }) {
 		t.Fatalf("not connected; log:\n%s", s.Logs)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 )
 
@@ -48,7 +49,7 @@ func TestStepConfig(t *testing.T) {
 				`steps.deadline: 2h0m0s must not exceed sweep.max_backoff (1h0m0s)`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := daemon.Parse([]byte(tc.toml))
+				_, err := config.Parse([]byte(tc.toml))
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("err = %v\nwant it to contain %q", err, tc.want)
 				}
@@ -63,14 +64,14 @@ func TestStepConfig(t *testing.T) {
 			"[[route]]\nname = \"fw\"\nevent = \"function_executed\"\neffect = \"forward\"\nurl = \"http://127.0.0.1:1\"\n",
 			"[steps]\ndeadline = \"3h\"\n[[route]]\nname = \"l\"\nevent = \"*\"\neffect = \"log\"\n",
 		} {
-			if _, err := daemon.Parse([]byte(toml)); err != nil {
+			if _, err := config.Parse([]byte(toml)); err != nil {
 				t.Errorf("%s\n→ %v", toml, err)
 			}
 		}
 	})
 
 	t.Run("two step routes on one function warn", func(t *testing.T) {
-		cfg, err := daemon.Parse([]byte(stepRoute + strings.Replace(stepRoute, `name        = "approve"`, `name        = "approve-again"`, 1)))
+		cfg, err := config.Parse([]byte(stepRoute + strings.Replace(stepRoute, `name        = "approve"`, `name        = "approve-again"`, 1)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +89,7 @@ func TestStepConfig(t *testing.T) {
 		if len(blocks) < 2 {
 			t.Fatalf("%d toml blocks in docs/howto/workflow-steps.md", len(blocks))
 		}
-		cfg, err := daemon.Parse([]byte(blocks[0][1] + blocks[1][1]))
+		cfg, err := config.Parse([]byte(blocks[0][1] + blocks[1][1]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,33 +101,33 @@ func TestStepConfig(t *testing.T) {
 	t.Run("serve refuses a step route without ACKD_TOKEN_KEY, and config check says so", func(t *testing.T) {
 		cfg := configFor(t, stepRoute)
 		want := `route "approve": effect step seals each workflow step's execution token with ACKD_TOKEN_KEY before it is stored: set ACKD_TOKEN_KEY or ACKD_TOKEN_KEY_FILE`
-		_, err := daemon.New(cfg, daemon.Options{Schema: readSchema(t), Secrets: daemon.Secrets{SigningSecret: testSecret}})
+		_, err := daemon.New(cfg, daemon.Options{Schema: readSchema(t), Secrets: config.Secrets{SigningSecret: testSecret}})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("New: %v", err)
 		}
-		checks := daemon.CheckConfig(context.Background(), cfg, daemon.Secrets{SigningSecret: testSecret}, readSchema(t))
+		checks := daemon.CheckConfig(context.Background(), cfg, config.Secrets{SigningSecret: testSecret}, readSchema(t))
 		found := false
 		for _, c := range checks {
-			found = found || (c.Name == "secrets" && c.Status == daemon.CheckFail && strings.Contains(c.Detail, want))
+			found = found || (c.Name == "secrets" && c.Status == config.CheckFail && strings.Contains(c.Detail, want))
 		}
 		if !found {
 			t.Fatalf("config check: %+v", checks)
 		}
-		_, err = daemon.New(cfg, daemon.Options{Schema: readSchema(t), Secrets: daemon.Secrets{SigningSecret: testSecret, TokenKey: "c2hvcnQ="}})
+		_, err = daemon.New(cfg, daemon.Options{Schema: readSchema(t), Secrets: config.Secrets{SigningSecret: testSecret, TokenKey: "c2hvcnQ="}})
 		if err == nil || !strings.Contains(err.Error(), `route "approve": ACKD_TOKEN_KEY: 5 bytes once decoded, want 32`) {
 			t.Fatalf("a short key: %v", err)
 		}
-		if _, err := daemon.New(cfg, daemon.Options{Schema: readSchema(t), Secrets: daemon.Secrets{SigningSecret: testSecret, TokenKey: stepKey}}); err != nil {
+		if _, err := daemon.New(cfg, daemon.Options{Schema: readSchema(t), Secrets: config.Secrets{SigningSecret: testSecret, TokenKey: stepKey}}); err != nil {
 			t.Fatalf("with the key: %v", err)
 		}
 	})
 
 	t.Run("a forward of function_executed without the key still starts, with a warning that the token is stored in clear", func(t *testing.T) {
 		cfg := configFor(t, "[[route]]\nname = \"fw\"\nevent = \"function_executed\"\neffect = \"forward\"\nurl = \"http://127.0.0.1:1\"\n")
-		checks := daemon.CheckConfig(context.Background(), cfg, daemon.Secrets{SigningSecret: testSecret}, readSchema(t))
+		checks := daemon.CheckConfig(context.Background(), cfg, config.Secrets{SigningSecret: testSecret}, readSchema(t))
 		found := false
 		for _, c := range checks {
-			found = found || (c.Status == daemon.CheckWarn && strings.Contains(c.Detail, "routes fw store Slack's request") && strings.Contains(c.Detail, "stored in clear"))
+			found = found || (c.Status == config.CheckWarn && strings.Contains(c.Detail, "routes fw store Slack's request") && strings.Contains(c.Detail, "stored in clear"))
 		}
 		if !found {
 			t.Fatalf("config check: %+v", checks)
@@ -138,7 +139,7 @@ func TestStepConfig(t *testing.T) {
 	})
 }
 
-func checksDetail(checks []daemon.Check, prefix string) string {
+func checksDetail(checks []config.Check, prefix string) string {
 	for _, c := range checks {
 		if strings.HasPrefix(c.Detail, prefix) {
 			return c.Detail

@@ -17,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/internal/pgtest"
 )
@@ -192,7 +194,7 @@ func testSteps(t *testing.T, engine string) {
 			if a.Status != http.StatusOK {
 				t.Fatalf("answer %d %q", a.Status, a.Body)
 			}
-			if a.Header.Get(daemon.HeaderOutcome) == "first" {
+			if a.Header.Get(ingress.HeaderOutcome) == "first" {
 				firsts++
 			}
 		}
@@ -217,12 +219,12 @@ func testSteps(t *testing.T, engine string) {
 		later := func() time.Time { return time.Now().Add(time.Hour) }
 		cfg := configFor(t, strings.Replace(stepConfig(e.api.URL(), e.handler.URL(), "5m", ""), `interval    = "50ms"`, `interval    = "1h"`, 1))
 		cfg.DB = cmp.Or(e.pg, e.DB)
-		again := startServer(t, cfg, daemon.Options{Now: later, Secrets: daemon.Secrets{TokenKey: stepKey}})
+		again := startServer(t, cfg, daemon.Options{Now: later, Secrets: config.Secrets{TokenKey: stepKey}})
 		if sc, ok := again.Store().(interface{ SetClockOffset(time.Duration) }); ok {
 			sc.SetClockOffset(time.Hour) // PostgreSQL's clock, which the sweep judges by
 		}
-		if r := post(again, later(), body, "3"); r.Status != http.StatusOK || r.Header.Get(daemon.HeaderOutcome) != "duplicate" {
-			t.Fatalf("an hour later: %d %s", r.Status, r.Header.Get(daemon.HeaderOutcome))
+		if r := post(again, later(), body, "3"); r.Status != http.StatusOK || r.Header.Get(ingress.HeaderOutcome) != "duplicate" {
+			t.Fatalf("an hour later: %d %s", r.Status, r.Header.Get(ingress.HeaderOutcome))
 		}
 		if r := post(again, later(), fnEvent("EvSTEP1b", exec, "approve_request", token), ""); r.Status != http.StatusOK {
 			t.Fatalf("another event id: %d", r.Status)
@@ -414,7 +416,7 @@ func testSteps(t *testing.T, engine string) {
 		e := startSteps(t, engine, "5m", "", daemon.Options{})
 		exec, token := e.newExecution()
 		r := e.postEvent(fnEvent("EvSTEP7", exec, "some_other_function", token))
-		if r.Status != http.StatusOK || r.Header.Get(daemon.HeaderOutcome) != "ignored" || r.Header.Get(daemon.HeaderReason) != "unrouted" {
+		if r.Status != http.StatusOK || r.Header.Get(ingress.HeaderOutcome) != "ignored" || r.Header.Get(ingress.HeaderReason) != "unrouted" {
 			t.Fatalf("%d %v", r.Status, r.Header)
 		}
 		if n := e.count(`SELECT count(*) FROM outbox`) + e.count(`SELECT count(*) FROM slack_event_receipts`) + e.count(`SELECT count(*) FROM slack_requests`); n != 0 {
@@ -445,7 +447,7 @@ url    = %q
 	e := &stepEnv{api: fakeslack.New(t, "xoxb-bot-token"), handler: fakeslack.NewHook(t)}
 	audit := fakeslack.NewHook(t)
 	cfg := configFor(t, stepConfig(e.api.URL(), e.handler.URL(), "5m", fmt.Sprintf(extra, e.handler.URL(), audit.URL())))
-	e.testServer = startServer(t, cfg, daemon.Options{Secrets: daemon.Secrets{TokenKey: stepKey, BotToken: "xoxb-bot-token"}})
+	e.testServer = startServer(t, cfg, daemon.Options{Secrets: config.Secrets{TokenKey: stepKey, BotToken: "xoxb-bot-token"}})
 
 	exec, token := e.newExecution()
 	e.handler.Script(fakeslack.Response{Body: `{}`}, fakeslack.Response{Body: `{"outputs":{"approver":"U7"}}`})
@@ -532,7 +534,7 @@ url       = %q
 `
 	e := &stepEnv{api: fakeslack.New(t, "xoxb-bot-token"), handler: fakeslack.NewHook(t)}
 	cfg := configFor(t, stepConfig(e.api.URL(), e.handler.URL(), "5m", fmt.Sprintf(extra, e.handler.URL())))
-	e.testServer = startServer(t, cfg, daemon.Options{Secrets: daemon.Secrets{TokenKey: stepKey}})
+	e.testServer = startServer(t, cfg, daemon.Options{Secrets: config.Secrets{TokenKey: stepKey}})
 	exec, token := e.newExecution()
 	e.handler.Script(fakeslack.Response{Body: `{"outputs":{"approver":"U9"}}`})
 	ix := ixBlockActions("8.8.step", "approve", "1700000001.2", "http://127.0.0.1:1/r")
@@ -546,7 +548,7 @@ url       = %q
 		t.Fatalf("%+v", x)
 	}
 	plain := ixBlockActions("8.9.plain", "approve", "1700000001.3", "http://127.0.0.1:1/r")
-	if r := e.postForm("/slack/interactivity", ixForm(t, plain)); r.Header.Get(daemon.HeaderOutcome) != "ignored" {
+	if r := e.postForm("/slack/interactivity", ixForm(t, plain)); r.Header.Get(ingress.HeaderOutcome) != "ignored" {
 		t.Fatalf("an interaction outside a step was taken by the step route: %v", r.Header)
 	}
 }
@@ -573,7 +575,7 @@ callback_id = "approve_request"
 effect      = "step"
 url         = %q
 `, api.URL(), handler.URL()))
-	s := startServerNoSecret(t, cfg, daemon.Options{Secrets: daemon.Secrets{AppToken: sockAppToken, TokenKey: stepKey}})
+	s := startServerNoSecret(t, cfg, daemon.Options{Secrets: config.Secrets{AppToken: sockAppToken, TokenKey: stepKey}})
 	if !sock.Wait(10*time.Second, func() bool { return len(sock.Open()) >= 2 }) {
 		t.Fatalf("no connections; log:\n%s", s.Logs)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/sweep"
 )
@@ -39,7 +40,7 @@ func TestStreamConfigRefusals(t *testing.T) {
 			`route "agent": timeout 5m0s must be shorter than sweep.lease 1m0s`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := daemon.Parse([]byte(tc.toml))
+			_, err := config.Parse([]byte(tc.toml))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Parse error %v, want it to say %q", err, tc.want)
 			}
@@ -48,7 +49,7 @@ func TestStreamConfigRefusals(t *testing.T) {
 }
 
 func TestStreamConfigAccepted(t *testing.T) {
-	c, err := daemon.Parse([]byte(`
+	c, err := config.Parse([]byte(`
 [sweep]
 max_attempts = 5
 
@@ -70,13 +71,13 @@ url    = "http://127.0.0.1:8080/agent"
 	if r := c.Routes[0]; r.Timeout.Duration != 5*time.Minute || r.Key != "message" {
 		t.Fatalf("route %+v: want the default stream timeout 5m", r)
 	}
-	ec := c.EffectConfig(daemon.Secrets{BotToken: "xoxb-1"}, slog.New(slog.DiscardHandler), nil)
+	ec := c.EffectConfig(config.Secrets{BotToken: "xoxb-1"}, slog.New(slog.DiscardHandler), nil)
 	if want := (sweep.StreamConfig{Status: "is looking it up…", FailedText: "Sorry, no answer this time.", MaxChars: 30000}); ec.Stream != want || ec.MaxAttempts != 5 {
 		t.Fatalf("effects get %+v and max attempts %d, want %+v and 5", ec.Stream, ec.MaxAttempts, want)
 	}
 
 	// Defaults, and a short lease shortens the default timeout.
-	c, err = daemon.Parse([]byte("[sweep]\nlease = \"1m\"\n[[route]]\nname = \"agent\"\nevent = \"app_mention\"\neffect = \"stream\"\nurl = \"http://127.0.0.1:8080/agent\"\n"))
+	c, err = config.Parse([]byte("[sweep]\nlease = \"1m\"\n[[route]]\nname = \"agent\"\nevent = \"app_mention\"\neffect = \"stream\"\nurl = \"http://127.0.0.1:8080/agent\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ url    = "http://127.0.0.1:8080/agent"
 // is signed when the daemon signs forwards.
 func TestStreamRouteRowCarriesTheRequest(t *testing.T) {
 	cfg := configFor(t, "[[route]]\nname = \"agent\"\nevent = \"assistant_thread_started\"\neffect = \"stream\"\nurl = \"http://127.0.0.1:9/agent\"\n")
-	srv := startServer(t, cfg, daemon.Options{Secrets: daemon.Secrets{ForwardSecret: "fwd"}})
+	srv := startServer(t, cfg, daemon.Options{Secrets: config.Secrets{ForwardSecret: "fwd"}})
 	body, _ := json.Marshal(map[string]any{"type": "event_callback", "event_id": "EvAT1", "team_id": "T1",
 		"event": map[string]any{"type": "assistant_thread_started", "event_ts": "1700000000.000200",
 			"assistant_thread": map[string]any{"user_id": "U1", "channel_id": "D1", "thread_ts": "1700000000.000100"}}})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/sweep"
@@ -61,7 +62,7 @@ func (a *streamAgent) calls() []string {
 	return append([]string(nil), a.keys...)
 }
 
-func streamDaemonConfig(t *testing.T, slackURL, agentURL string) daemon.Config {
+func streamDaemonConfig(t *testing.T, slackURL, agentURL string) config.Config {
 	return configFor(t, fmt.Sprintf(`
 [sweep]
 interval = "100ms"
@@ -93,7 +94,7 @@ func TestStreamAckDoesNotWaitForTheAgent(t *testing.T) {
 	t.Parallel()
 	slack := fakeslack.New(t, "xoxb-stream")
 	agent := newStreamAgent(t, true, "an answer")
-	srv := startServer(t, streamDaemonConfig(t, slack.URL(), agent.URL), daemon.Options{Secrets: daemon.Secrets{BotToken: "xoxb-stream"}})
+	srv := startServer(t, streamDaemonConfig(t, slack.URL(), agent.URL), daemon.Options{Secrets: config.Secrets{BotToken: "xoxb-stream"}})
 
 	// The first mention's agent is asked and holds; the next mentions are
 	// answered by Slack's clock while it still holds.
@@ -116,7 +117,7 @@ func TestStreamAckDoesNotWaitForTheAgent(t *testing.T) {
 		t.Fatal("the agent was released before the acks")
 	default:
 	}
-	t.Logf("slowest ack while the agent held its answer: %s (budget %s)", slowest, daemon.Default().Ack.Budget.Duration)
+	t.Logf("slowest ack while the agent held its answer: %s (budget %s)", slowest, config.Default().Ack.Budget.Duration)
 	close(agent.hold)
 	waitFor(t, "four answers", 20*time.Second, func() bool {
 		return srv.count(`SELECT count(*) FROM outbox WHERE status = 'done'`) == 4
@@ -137,7 +138,7 @@ func TestStreamOneAnswerPerMention(t *testing.T) {
 	agent := newStreamAgent(t, false, "the ", "answer")
 	clock := &metricsClock{t: time.UnixMilli(time.Now().UnixMilli())}
 	srv := startServer(t, streamDaemonConfig(t, slack.URL(), agent.URL),
-		daemon.Options{Now: clock.Now, Secrets: daemon.Secrets{BotToken: "xoxb-stream"}})
+		daemon.Options{Now: clock.Now, Secrets: config.Secrets{BotToken: "xoxb-stream"}})
 	const ts = "1700000000.000100"
 	body := eventBody("EvOne", mention("C1", ts, "<@UBOT> hi"))
 	var wg sync.WaitGroup
@@ -159,7 +160,7 @@ func TestStreamOneAnswerPerMention(t *testing.T) {
 	})
 
 	clock.Advance(time.Hour)
-	if _, err := srv.Store().Prune(context.Background(), daemon.Default().Retention.Receipts.Duration, daemon.Default().Retention.Done.Duration, 0); err != nil {
+	if _, err := srv.Store().Prune(context.Background(), config.Default().Retention.Receipts.Duration, config.Default().Retention.Done.Duration, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Signed an hour later, on the daemon's clock.

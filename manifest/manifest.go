@@ -17,7 +17,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/sweep"
 )
 
@@ -167,7 +167,7 @@ func CheckURL(raw string) (string, error) {
 }
 
 // Build returns the manifest cfg needs.
-func Build(cfg *daemon.Config, o Options) (Result, error) {
+func Build(cfg *config.Config, o Options) (Result, error) {
 	b := &builder{cfg: cfg, scopes: map[string]bool{}, events: map[string]bool{}}
 	if o.Name == "" {
 		o.Name = "ackd"
@@ -261,7 +261,7 @@ func Build(cfg *daemon.Config, o Options) (Result, error) {
 }
 
 type builder struct {
-	cfg         *daemon.Config
+	cfg         *config.Config
 	types       []string
 	scopes      map[string]bool
 	events      map[string]bool
@@ -305,7 +305,7 @@ func (b *builder) methods(what string, ms []string) {
 
 // route adds what one route needs: its subscription, command or
 // interactivity, and its effect's scopes.
-func (b *builder) route(r *daemon.Route) error {
+func (b *builder) route(r *config.Route) error {
 	source := sourceEvent
 	switch {
 	case r.Command != "":
@@ -327,7 +327,7 @@ func (b *builder) route(r *daemon.Route) error {
 			// Slack requires one; a route's description key sets it.
 			b.commands[i].Description = "Runs " + r.Command + " (ackd route " + r.Name + ")"
 		}
-	case r.Event == daemon.EventFunctionExecuted:
+	case r.Event == config.EventFunctionExecuted:
 		b.function(r)
 	case r.CallbackID != "" || r.ActionID != "":
 		source = sweep.SourceInteraction
@@ -351,7 +351,7 @@ func (b *builder) route(r *daemon.Route) error {
 }
 
 // eventType subscribes to one routed event type with its scopes.
-func (b *builder) eventType(r *daemon.Route, ev string) {
+func (b *builder) eventType(r *config.Route, ev string) {
 	switch {
 	case ev == "*":
 		b.note("route %q takes every event (event = \"*\"): add the events you want to settings.event_subscriptions.bot_events by hand, each with its scope", r.Name)
@@ -382,7 +382,7 @@ func (b *builder) eventType(r *daemon.Route, ev string) {
 // function declares the workflow step a function_executed route names.
 // The event needs no subscription (SLACK_FACTS §11); Slack sends it to an
 // app that declares the function.
-func (b *builder) function(r *daemon.Route) {
+func (b *builder) function(r *config.Route) {
 	b.functionEvents = true
 	if r.CallbackID == "" || r.CallbackID == "*" {
 		b.note("route %q takes every function (no callback_id): declare each of your steps in functions by hand, or give each its route with callback_id, title, inputs and outputs", r.Name)
@@ -408,7 +408,7 @@ func (b *builder) function(r *daemon.Route) {
 	}
 }
 
-func params(in map[string]daemon.FunctionParam) map[string]Param {
+func params(in map[string]config.FunctionParam) map[string]Param {
 	out := make(map[string]Param, len(in))
 	for name, p := range in {
 		out[name] = Param{Type: p.Type, Title: p.Title, Description: p.Description, IsRequired: p.Required, Hint: p.Hint, Name: name}

@@ -14,7 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/internal/slackrate"
 	"github.com/ackd/ackd/store"
@@ -27,11 +27,11 @@ const testURL = "https://ackd.example.com"
 // a whole: the examples, the unit's config, and each block of the README
 // and docs/ (```toml or a <<'TOML' here-document) that parses as a config
 // with routes.
-func exampleConfigs(t *testing.T) map[string]daemon.Config {
+func exampleConfigs(t *testing.T) map[string]config.Config {
 	t.Helper()
-	out := map[string]daemon.Config{}
+	out := map[string]config.Config{}
 	for _, f := range []string{"../examples/ackd.toml", "../examples/bolt/ackd.toml", "../systemd/ackd.toml"} {
-		cfg, err := daemon.Load(f)
+		cfg, err := config.Load(f)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
@@ -63,7 +63,7 @@ func exampleConfigs(t *testing.T) map[string]daemon.Config {
 			if !strings.Contains(text, "[[route]]") {
 				continue
 			}
-			cfg, err := daemon.Parse([]byte(text))
+			cfg, err := config.Parse([]byte(text))
 			if err != nil {
 				continue // a fragment (routes only, or keys of one section)
 			}
@@ -130,7 +130,7 @@ func TestShippedConfigsManifests(t *testing.T) {
 
 // checkManifest checks a parsed manifest against the config it was made
 // for, from the document alone.
-func checkManifest(t *testing.T, form string, cfg *daemon.Config, doc map[string]any) {
+func checkManifest(t *testing.T, form string, cfg *config.Config, doc map[string]any) {
 	t.Helper()
 	get := func(path ...string) any {
 		var v any = doc
@@ -298,11 +298,11 @@ func TestEffectsCallOnlyWhatTheManifestGrants(t *testing.T) {
 				continue // a step takes function_executed
 			}
 			t.Run(effect+"/"+source, func(t *testing.T) {
-				route := daemon.Route{Name: "r", Effect: effect, Text: "x", Reaction: "eyes", URL: hook.URL()}
+				route := config.Route{Name: "r", Effect: effect, Text: "x", Reaction: "eyes", URL: hook.URL()}
 				env := env
 				switch {
 				case step:
-					route.Event, route.CallbackID = daemon.EventFunctionExecuted, "approve"
+					route.Event, route.CallbackID = config.EventFunctionExecuted, "approve"
 					fake.AddExecution("Fx"+effect, "xwfp-"+effect)
 					env = `{"type":"event_callback","event_id":"Ev1","event":{"type":"function_executed","function_execution_id":"Fx` +
 						effect + `","bot_access_token":"xwfp-` + effect + `","function":{"callback_id":"approve"}}}`
@@ -311,8 +311,8 @@ func TestEffectsCallOnlyWhatTheManifestGrants(t *testing.T) {
 				default:
 					route.Command = "/x"
 				}
-				cfg := daemon.Default()
-				cfg.Routes = []daemon.Route{route}
+				cfg := config.Default()
+				cfg.Routes = []config.Route{route}
 				res, err := Build(&cfg, Options{URL: testURL})
 				if err != nil {
 					t.Fatalf("the manifest does not know effect %s: %v", effect, err)
@@ -385,9 +385,9 @@ func mapsKeys[M ~map[string]V, V any](m M) func(func(string) bool) {
 }
 
 func TestManifestShapes(t *testing.T) {
-	parse := func(t *testing.T, toml string) *daemon.Config {
+	parse := func(t *testing.T, toml string) *config.Config {
 		t.Helper()
-		cfg, err := daemon.Parse([]byte(toml))
+		cfg, err := config.Parse([]byte(toml))
 		if err != nil {
 			t.Fatal(err)
 		}

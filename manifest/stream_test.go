@@ -12,7 +12,7 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
@@ -30,7 +30,7 @@ func (p *memProgress) Save(_ context.Context, s string) (bool, error) { p.s = s;
 // one finished in the messages an earlier attempt started), and
 // assistant:write with the assistant_thread_started subscription.
 func TestStreamManifest(t *testing.T) {
-	cfg, err := daemon.Parse([]byte(`
+	cfg, err := config.Parse([]byte(`
 [[route]]
 name   = "agent"
 events = ["app_mention", "message"]

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/ingress"
 	"github.com/ackd/ackd/internal/slacksig"
 )
 
@@ -38,12 +38,12 @@ func SignRequest(req *http.Request, secret string, ts time.Time, body []byte) {
 
 var errNoSecret = errors.New("no signing secret")
 
-// verify checks a request exactly as ackd's ingress does (daemon.Verifier),
+// verify checks a request exactly as ackd's ingress does (ingress.Verifier),
 // so the ceiling measures the same verification code; an empty secret
 // rejects everything.
 func verify(h http.Header, body []byte, secret string, now time.Time) error {
 	if secret == "" {
 		return errNoSecret
 	}
-	return daemon.NewVerifier(secret, func() time.Time { return now }).Verify(h, body)
+	return ingress.NewVerifier(secret, func() time.Time { return now }).Verify(h, body)
 }

@@ -48,6 +48,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -483,4 +484,25 @@ type LockHolder struct {
 // the sessions holding outbox locks in an open transaction, oldest first.
 type ClaimBlockers interface {
 	ClaimBlockers(ctx context.Context, filter *ClaimFilter) (waiting int64, holders []LockHolder, err error)
+}
+
+// IsPostgresURL reports whether a database setting names PostgreSQL (a
+// postgres:// or postgresql:// URL) rather than an SQLite file.
+func IsPostgresURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// RedactURL is a PostgreSQL URL fit for a log line: its password, in the
+// user part or as a query parameter, is masked.
+func RedactURL(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://(unparseable URL)"
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }

@@ -188,18 +188,7 @@ func open(ctx context.Context, dsn, loc string, opts store.Options) (*Store, err
 }
 
 // Redact returns dsn with its password replaced, for logs and Location.
-func Redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "postgres://(unparseable URL)"
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
-}
+func Redact(dsn string) string { return store.RedactURL(dsn) }
 
 // Engine is "postgres".
 func (s *Store) Engine() string { return "postgres" }
