@@ -81,6 +81,7 @@ func (g *globals) rowsCmd(v rowsVerb) *cobra.Command {
 		Long:  v.short + ".\n\n" + v.long + filterHelp,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bulk := allParked || allDiscarded
+			f.Route = config.RouteName(f.Route) // NFC, as the config's names
 			filtered := cmd.Flags().Changed("route") || cmd.Flags().Changed("effect") || f.OlderThan != 0
 			switch {
 			case allParked && allDiscarded:

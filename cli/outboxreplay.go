@@ -54,6 +54,7 @@ func replayCmd(g *globals) *cobra.Command {
 			case flags.Changed("route") && !flags.Changed("since"):
 				return errors.New("outbox replay: --route needs --since T (RFC 3339, or a duration ago such as 2h): the start of the window to replay")
 			}
+			route = config.RouteName(route) // NFC, as the config's names
 			var f store.ReplayFilter
 			for _, a := range args {
 				id, err := strconv.ParseInt(a, 10, 64)

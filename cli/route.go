@@ -70,7 +70,7 @@ func routeCmd(g *globals) *cobra.Command {
 			"or of a pending row; an empty or unknown name is refused and nothing changes.",
 		Args: exactlyOneName("pause"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
+			name := config.RouteName(args[0]) // NFC, as the config's names
 			who, err := operator(by, cmd.Flags().Changed("by"))
 			if err != nil {
 				return err
@@ -113,7 +113,7 @@ func routeCmd(g *globals) *cobra.Command {
 		Short: "Resume a paused route: its rows are due as they were",
 		Args:  exactlyOneName("resume"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
+			name := config.RouteName(args[0]) // NFC, as the config's names
 			who, err := operator(by, cmd.Flags().Changed("by"))
 			if err != nil {
 				return err

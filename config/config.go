@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/ackd/ackd/sweep"
 )
@@ -381,6 +382,11 @@ func Parse(b []byte) (Config, error) {
 	} else {
 		cfg.Builtin = false
 	}
+	for i := range cfg.Routes {
+		// One spelling of a name everywhere: keys, pauses and the CLI's
+		// arguments are compared as NFC (RouteName).
+		cfg.Routes[i].Name = RouteName(cfg.Routes[i].Name)
+	}
 	for _, loc := range routeHeader.FindAllIndex(b, -1) {
 		cfg.routeLines = append(cfg.routeLines, bytes.Count(b[:loc[0]], []byte("\n"))+1)
 	}
@@ -509,6 +515,12 @@ func (c *Config) Validate() error {
 		}
 		if strings.ContainsAny(r.Name, ": \t") {
 			bad("%s: name must not contain ':' or spaces (it is part of the idempotency key)", where)
+		}
+		if strings.Contains(r.Name, "#") {
+			// A replay's key is "<original key>#r<N>": a name with '#'
+			// would read as a replay of another route's rows.
+			bad("%s: name %q must not contain '#' (replays are keyed <key>#r<N>, so such a name reads as a replay of route %q); rename the route, e.g. %q",
+				where, r.Name, r.Name[:strings.Index(r.Name, "#")], strings.ReplaceAll(r.Name, "#", "-"))
 		}
 		if r.Event != "" && len(r.Events) > 0 {
 			bad("%s: set event or events, not both", where)
@@ -776,3 +788,9 @@ func jsonArray(s string) bool {
 
 // Proxies is trusted_proxies, parsed by Validate.
 func (c *Config) Proxies() []netip.Prefix { return c.proxies }
+
+// RouteName is a route name as ackd compares and stores it: Unicode NFC, so
+// that a name typed or pasted in another normal form (NFD, as some systems
+// write accented letters) names the same route in the config, its rows'
+// keys, pauses and every command's argument.
+func RouteName(name string) string { return norm.NFC.String(name) }

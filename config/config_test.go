@@ -37,6 +37,12 @@ func TestParseRejectsWithTheProblemNamed(t *testing.T) {
 		{"duplicate route name",
 			okRoute + "\n[[route]]\nname = \"ok\"\nevent = \"message\"\neffect = \"log\"\n",
 			[]string{`line 6: route "ok"`, "duplicate route name", "first at line 1"}},
+		{"a route name with the replay suffix's '#'",
+			"[[route]]\nname = \"a#r2\"\nevent = \"*\"\neffect = \"log\"\n",
+			[]string{`name "a#r2" must not contain '#'`, `reads as a replay of route "a"`, `"a-r2"`}},
+		{"one name in two Unicode forms is a duplicate",
+			"[[route]]\nname = \"caf\u00e9\"\nevent = \"*\"\neffect = \"log\"\n\n[[route]]\nname = \"cafe\u0301\"\nevent = \"message\"\neffect = \"log\"\n",
+			[]string{"duplicate route name", "first at line 1"}},
 		{"unknown effect",
 			"\n[[route]]\nname = \"tweet\"\nevent = \"*\"\neffect = \"tweet\"\n",
 			[]string{`line 2: route "tweet"`, `effect "tweet" is not one of`}},
@@ -471,5 +477,22 @@ func TestUnitStateDirectory(t *testing.T) {
 	}
 	if c.DB != filepath.Join(config.UnitStateDirectory, "ackd.db") {
 		t.Errorf("systemd/ackd.toml's db is %s, not in %s", c.DB, config.UnitStateDirectory)
+	}
+}
+
+func TestRouteNamesAreNFC(t *testing.T) {
+	// "café" with a combining accent (NFD, as macOS writes file names) is
+	// the same route as "café" precomposed (NFC): keys, pauses and the
+	// CLI's arguments compare it as NFC.
+	const nfd, nfc = "cafe\u0301", "caf\u00e9"
+	cfg, err := config.Parse([]byte("[[route]]\nname = \"" + nfd + "\"\nevent = \"*\"\neffect = \"log\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Routes[0].Name; got != nfc {
+		t.Errorf("route name = %+q, want NFC %+q", got, nfc)
+	}
+	if got := config.RouteName(nfd); got != nfc {
+		t.Errorf("RouteName(%+q) = %+q, want %+q", nfd, got, nfc)
 	}
 }
