@@ -4,7 +4,9 @@
 // catch-up and [oauth] use; for stream routes the agent feature
 // (agent_view, or assistant_view) and agent_session_stopped; for step
 // routes the functions, run remotely. Slack's own facts (which method and
-// which subscription needs which scope) are the tables in scopes.go.
+// which subscription needs which scope) are the tables in scopes.go; every
+// manifest validates against Slack's published schema (schema_test.go,
+// testdata/slack-schema).
 //
 // Limits: a route that takes every event (event = "*") or every command
 // (command = "*") names none, so the manifest cannot list them; the scopes
@@ -217,8 +219,21 @@ func CheckURL(raw string) (string, error) {
 	return strings.TrimRight(u.String(), "/"), nil
 }
 
-// Build returns the manifest cfg needs.
+// Build returns the manifest cfg needs. A manifest past one of Slack's
+// limits (slackLimits) is an error, not a manifest Slack would refuse.
 func Build(cfg *daemon.Config, o Options) (Result, error) {
+	res, err := build(cfg, o)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := slackLimits(&res.Manifest); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// build is Build without the check of Slack's limits.
+func build(cfg *daemon.Config, o Options) (Result, error) {
 	b := &builder{cfg: cfg, scopes: map[string]bool{}, events: map[string]bool{}}
 	if o.Name == "" {
 		o.Name = "ackd"
