@@ -187,7 +187,9 @@ const (
 )
 
 // DefaultAgentDescription describes the agent when Options say nothing.
-const DefaultAgentDescription = "Answers in Slack through ackd: streamed replies that finish once, even across restarts"
+// Slack shows it to the workspace's users, so it speaks to them, not to
+// the operator.
+const DefaultAgentDescription = "Ask a question and the agent answers in the thread"
 
 // maxAgentDescription is agent_view's agent_description limit (Slack's
 // manifest schema); assistant_description gets the same.
