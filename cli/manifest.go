@@ -34,6 +34,8 @@ func manifestCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			o.AgentView = cfg.Stream.View               // "" means agent_view
+			o.AgentDescription = cfg.Stream.Description // "" means manifest.DefaultAgentDescription
 			res, err := manifest.Build(&cfg, o)
 			if err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2"
 	"golang.org/x/text/unicode/norm"
@@ -217,11 +218,30 @@ type StreamConfig struct {
 	FailedText string `toml:"failed_text"`
 	// MaxChars: the longest answer shown; a longer one is cut with a note.
 	MaxChars int `toml:"max_chars"`
+	// View is the agent experience `ackd manifest` declares for stream
+	// routes: "agent_view" (Slack's only one for new apps since 2026-06-30;
+	// "" means it) or the legacy "assistant_view" (deprecated from 2027-02).
+	View string `toml:"view"`
+	// Description is the agent's description in the manifest (at most 300
+	// characters; "": manifest.DefaultAgentDescription).
+	Description string `toml:"description"`
 }
 
 // streamEvents are the event types a stream route answers: a message (a
 // mention, a DM or a thread message) or an assistant thread.
 var streamEvents = []string{"app_mention", "message", "assistant_thread_started"}
+
+// maxAgentDescription bounds [stream] description: Slack's manifest schema
+// allows 300 characters for an agent's description.
+const maxAgentDescription = 300
+
+// didYouMean is ": did you mean \"x\"?" for the nearest of names, or "".
+func didYouMean(s string, names []string) string {
+	if n := Nearest(s, names); n != "" {
+		return fmt.Sprintf(": did you mean %q?", n)
+	}
+	return ""
+}
 
 // maxStreamChars bounds [stream] max_chars: 200,000 characters are 17
 // messages of Slack's 12,000.
@@ -493,6 +513,15 @@ func (c *Config) Validate() error {
 
 	if strings.TrimSpace(c.Stream.Status) == "" {
 		bad("stream.status: empty; it is the status shown in the thread while the agent works (default %q)", sweep.DefaultStreamStatus)
+	}
+	switch c.Stream.View {
+	case "", "agent_view", "assistant_view":
+	default:
+		bad("stream.view: %q is not \"agent_view\" (new apps) or \"assistant_view\" (the legacy view)%s", c.Stream.View,
+			didYouMean(c.Stream.View, []string{"agent_view", "assistant_view"}))
+	}
+	if n := utf8.RuneCountInString(c.Stream.Description); n > maxAgentDescription {
+		bad("stream.description: %d characters; Slack's manifest takes at most %d", n, maxAgentDescription)
 	}
 	if n := c.Stream.MaxChars; n < 1 || n > maxStreamChars {
 		bad("stream.max_chars: %d must be between 1 and %d", n, maxStreamChars)

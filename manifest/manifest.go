@@ -1,8 +1,12 @@
 // Package manifest builds the Slack app manifest a configuration needs
 // (`ackd manifest`): the events its routes take, their slash commands and
 // interactivity, and the bot scopes its effects, post confirmation,
-// catch-up and [oauth] use. Slack's own facts (which method and which
-// subscription needs which scope) are the tables in scopes.go.
+// catch-up and [oauth] use; for stream routes the agent feature
+// (agent_view, or assistant_view) and agent_session_stopped; for step
+// routes the functions, run remotely. Slack's own facts (which method and
+// which subscription needs which scope) are the tables in scopes.go; every
+// manifest validates against Slack's published schema (schema_test.go,
+// testdata/slack-schema).
 //
 // Limits: a route that takes every event (event = "*") or every command
 // (command = "*") names none, so the manifest cannot list them; the scopes
@@ -36,11 +40,13 @@ type Manifest struct {
 }
 
 // Function is one workflow step (custom function) as the manifest
-// declares it: title is required; each parameter's key is its name
+// declares it: title, description, input_parameters and output_parameters
+// are required (Slack's manifest schema, app-manifests.v1.hermes.functions);
+// each parameter's key is its name
 // (slack-samples/bolt-js-custom-step-template manifest.json).
 type Function struct {
 	Title            string           `json:"title" yaml:"title"`
-	Description      string           `json:"description,omitempty" yaml:"description,omitempty"`
+	Description      string           `json:"description" yaml:"description"`
 	InputParameters  map[string]Param `json:"input_parameters" yaml:"input_parameters"`
 	OutputParameters map[string]Param `json:"output_parameters" yaml:"output_parameters"`
 }
@@ -62,11 +68,30 @@ type DisplayInformation struct {
 }
 
 // Features holds the bot user (without one there is no bot token), the App
-// Home's Messages tab (direct messages to the app) and the slash commands.
+// Home's Messages tab (direct messages to the app), the slash commands, and
+// the agent feature of an app with stream routes: agent_view, or the
+// legacy assistant_view (one of the two, Options.AgentView).
 type Features struct {
 	AppHome       *AppHome       `json:"app_home,omitempty" yaml:"app_home,omitempty"`
 	BotUser       BotUser        `json:"bot_user" yaml:"bot_user"`
 	SlashCommands []SlashCommand `json:"slash_commands,omitempty" yaml:"slash_commands,omitempty"`
+	AgentView     *AgentView     `json:"agent_view,omitempty" yaml:"agent_view,omitempty"`
+	AssistantView *AssistantView `json:"assistant_view,omitempty" yaml:"assistant_view,omitempty"`
+}
+
+// AgentView is features.agent_view, the agent experience of new apps
+// (Slack changelog 2026-06-30, SLACK_FACTS §12): every field is optional,
+// agent_description at most 300 characters (Slack's manifest schema,
+// app-manifests.v1.features.agent_view).
+type AgentView struct {
+	AgentDescription string `json:"agent_description,omitempty" yaml:"agent_description,omitempty"`
+}
+
+// AssistantView is features.assistant_view, the experience agent_view
+// replaces (deprecated from February 2027): assistant_description is
+// required (app-manifests.v1.features.assistant_view).
+type AssistantView struct {
+	AssistantDescription string `json:"assistant_description" yaml:"assistant_description"`
 }
 
 // AppHome: the Messages tab, on when the app takes direct messages.
@@ -111,6 +136,11 @@ type Settings struct {
 	// level (docs.slack.dev, "Custom functions for Bolt").
 	OrgDeployEnabled  bool `json:"org_deploy_enabled,omitempty" yaml:"org_deploy_enabled,omitempty"`
 	SocketModeEnabled bool `json:"socket_mode_enabled" yaml:"socket_mode_enabled"`
+	// FunctionRuntime "remote": the app's functions run on its own server
+	// (here, the step routes' handlers), not on Slack's; an app that adds
+	// steps through its manifest needs it (Bolt docs, custom steps;
+	// SLACK_FACTS §12).
+	FunctionRuntime string `json:"function_runtime,omitempty" yaml:"function_runtime,omitempty"`
 }
 
 // EventSubscriptions: request_url is absent in Socket Mode.
@@ -138,7 +168,32 @@ type Options struct {
 	// Private, IM, MPIM): which message.* it subscribes to and which
 	// *:history scopes it asks for. Default: all four.
 	ChannelTypes []string
+	// AgentView is the agent feature an app with stream routes declares:
+	// AgentViewNew ("agent_view", the default: the only one Slack gives
+	// new apps since 2026-06-30) or AssistantViewLegacy ("assistant_view",
+	// for an app created before that which still uses it; deprecated from
+	// February 2027). Without stream routes it is not used.
+	AgentView string
+	// AgentDescription tells users what the agent does
+	// (agent_description or assistant_description); default
+	// DefaultAgentDescription. At most 300 characters.
+	AgentDescription string
 }
+
+// The two agent features a manifest can declare (Options.AgentView).
+const (
+	AgentViewNew        = "agent_view"
+	AssistantViewLegacy = "assistant_view"
+)
+
+// DefaultAgentDescription describes the agent when Options say nothing.
+// Slack shows it to the workspace's users, so it speaks to them, not to
+// the operator.
+const DefaultAgentDescription = "Ask a question and the agent answers in the thread"
+
+// maxAgentDescription is agent_view's agent_description limit (Slack's
+// manifest schema); assistant_description gets the same.
+const maxAgentDescription = 300
 
 // Result is a manifest and what a person must know about it: a route the
 // manifest cannot express, a scope ackd does not know, an [oauth] scopes
@@ -166,8 +221,21 @@ func CheckURL(raw string) (string, error) {
 	return strings.TrimRight(u.String(), "/"), nil
 }
 
-// Build returns the manifest cfg needs.
+// Build returns the manifest cfg needs. A manifest past one of Slack's
+// limits (slackLimits) is an error, not a manifest Slack would refuse.
 func Build(cfg *config.Config, o Options) (Result, error) {
+	res, err := build(cfg, o)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := slackLimits(&res.Manifest); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// build is Build without the check of Slack's limits.
+func build(cfg *config.Config, o Options) (Result, error) {
 	b := &builder{cfg: cfg, scopes: map[string]bool{}, events: map[string]bool{}}
 	if o.Name == "" {
 		o.Name = "ackd"
@@ -184,6 +252,20 @@ func Build(cfg *config.Config, o Options) (Result, error) {
 		}
 	}
 	b.types = o.ChannelTypes
+	switch o.AgentView {
+	case "":
+		o.AgentView = AgentViewNew
+	case AgentViewNew, AssistantViewLegacy:
+	default:
+		return Result{}, fmt.Errorf("agent view %q is not %q (new apps) or %q (an app that still uses the assistant view)", o.AgentView, AgentViewNew, AssistantViewLegacy)
+	}
+	if o.AgentDescription == "" {
+		o.AgentDescription = DefaultAgentDescription
+	}
+	if n := len([]rune(o.AgentDescription)); n > maxAgentDescription {
+		return Result{}, fmt.Errorf("agent description is %d characters; Slack allows at most %d", n, maxAgentDescription)
+	}
+	b.view = o.AgentView
 	socket := cfg.Socket.Enabled
 	base := ""
 	if o.URL != "" || !socket {
@@ -237,14 +319,18 @@ func Build(cfg *config.Config, o Options) (Result, error) {
 		m.OAuthConfig.Scopes.User = slices.Clone(cfg.OAuth.UserScopes)
 	}
 	m.OAuthConfig.Scopes.Bot = b.sortedScopes()
-	if len(b.events) > 0 || b.functionEvents {
-		// function_executed needs no subscription, but over HTTP it is
-		// sent to the events request URL all the same.
+	if len(b.events) > 0 {
 		m.Settings.EventSubscriptions = &EventSubscriptions{RequestURL: endpoint("/slack/events"), BotEvents: sortedKeys(b.events)}
+	}
+	if b.steps {
+		// Steps added through the manifest run on the app's server
+		// (function_runtime "remote"), and Workflow Builder lists them only
+		// for an org-ready app (Slack's custom-step template sets both).
+		m.Settings.FunctionRuntime = "remote"
+		m.Settings.OrgDeployEnabled = true
 	}
 	if len(b.functions) > 0 {
 		m.Functions = b.functions
-		m.Settings.OrgDeployEnabled = true
 	}
 	if b.interactive {
 		m.Settings.Interactivity = &Interactivity{IsEnabled: true, RequestURL: endpoint("/slack/interactivity")}
@@ -253,9 +339,18 @@ func Build(cfg *config.Config, o Options) (Result, error) {
 		c.URL = endpoint("/slack/commands")
 		m.Features.SlashCommands = append(m.Features.SlashCommands, c)
 	}
-	if b.events[perType[IM].subscription] {
-		// Direct messages to the app arrive through its Messages tab.
+	if b.events[perType[IM].subscription] || b.agent {
+		// Direct messages to the app arrive through its Messages tab, and
+		// an agent's conversations live there (Slack's agent templates
+		// enable it with agent_view or assistant_view).
 		m.Features.AppHome = &AppHome{MessagesTabEnabled: true}
+	}
+	if b.agent {
+		if o.AgentView == AssistantViewLegacy {
+			m.Features.AssistantView = &AssistantView{AssistantDescription: o.AgentDescription}
+		} else {
+			m.Features.AgentView = &AgentView{AgentDescription: o.AgentDescription}
+		}
 	}
 	return Result{Manifest: m, Notes: b.notes}, nil
 }
@@ -268,11 +363,15 @@ type builder struct {
 	commands    []SlashCommand
 	interactive bool
 	notes       []string
-	// functions are the workflow steps the routes declare; functionEvents:
-	// a route takes function_executed (steps.go).
-	functions      map[string]Function
-	declared       map[string]bool
-	functionEvents bool
+	// functions are the workflow steps the routes declare; steps: a route
+	// takes function_executed or completes a step (effect step).
+	functions map[string]Function
+	declared  map[string]bool
+	steps     bool
+	// agent: a route streams an agent's answer (effect stream); view is
+	// the agent feature the manifest declares for it (Options.AgentView).
+	agent bool
+	view  string
 }
 
 func (b *builder) note(format string, a ...any) { b.notes = append(b.notes, fmt.Sprintf(format, a...)) }
@@ -344,6 +443,15 @@ func (b *builder) route(r *config.Route) error {
 		return fmt.Errorf("route %q: ackd manifest does not know which Slack methods effect %q calls (manifest/scopes.go effectMethods)", r.Name, r.Effect)
 	}
 	b.methods(fmt.Sprintf("route %q (effect %s)", r.Name, r.Effect), methods)
+	switch r.Effect {
+	case "stream":
+		b.agentRoute(r)
+	case sweep.EffectStep:
+		// A step, or an interaction inside one: the app runs workflow
+		// steps (its functions come from the function_executed routes).
+		b.steps = true
+		b.event(config.EventFunctionExecuted)
+	}
 	if r.Effect == "redeliver" {
 		b.note("route %q redelivers to your app (%s): add the scopes and events your app's own code uses", r.Name, r.URL)
 	}
@@ -379,11 +487,37 @@ func (b *builder) eventType(r *config.Route, ev string) {
 	}
 }
 
+// agentRoute adds what a stream route needs beyond its methods' scopes:
+// the agent feature (Build declares agent_view or assistant_view) and the
+// agent_session_stopped subscription. Slack shows a streamed answer's Stop
+// button only to an app subscribed to it, and "All apps that manage agent
+// sessions must handle this event" (SLACK_FACTS §12); ackd does, whatever
+// route takes it.
+func (b *builder) agentRoute(r *config.Route) {
+	if !b.agent && b.view == AssistantViewLegacy {
+		b.note("the manifest declares assistant_view, which Slack deprecates from February 2027 and does not give new apps: use agent_view for a new app (docs.slack.dev/ai/migrating-to-agent-messaging)")
+	}
+	b.agent = true
+	b.event(agentSessionStopped)
+	b.scope(eventScopes[agentSessionStopped]...)
+	if b.view == AgentViewNew && (r.Event == assistantThreadStarted || slices.Contains(r.Events, assistantThreadStarted)) {
+		b.note("route %q takes %s, which agent_view replaces with app_home_opened (tab = \"messages\"): with agent_view, the only view of new apps, the route may never run; an app that still uses assistant threads declares assistant_view (docs.slack.dev/changelog/2026/06/30/agent-messages-tab)", r.Name, assistantThreadStarted)
+	}
+}
+
+// The agent events the manifest knows by name.
+const (
+	agentSessionStopped    = "agent_session_stopped"
+	assistantThreadStarted = "assistant_thread_started"
+)
+
 // function declares the workflow step a function_executed route names.
-// The event needs no subscription (SLACK_FACTS §11); Slack sends it to an
-// app that declares the function.
+// Slack sends the event to an app that declares the function (SLACK_FACTS
+// §11); its custom-step template subscribes it as well (§12), and so does
+// the manifest.
 func (b *builder) function(r *config.Route) {
-	b.functionEvents = true
+	b.steps = true
+	b.event(config.EventFunctionExecuted)
 	if r.CallbackID == "" || r.CallbackID == "*" {
 		b.note("route %q takes every function (no callback_id): declare each of your steps in functions by hand, or give each its route with callback_id, title, inputs and outputs", r.Name)
 		return
@@ -391,6 +525,10 @@ func (b *builder) function(r *config.Route) {
 	f := Function{Title: r.Title, Description: r.Description, InputParameters: params(r.Inputs), OutputParameters: params(r.Outputs)}
 	if f.Title == "" {
 		f.Title = r.CallbackID
+	}
+	if f.Description == "" {
+		// Slack's schema requires one; the route's description key sets it.
+		f.Description = "Workflow step " + r.CallbackID + ", run by ackd route " + r.Name
 	}
 	if b.functions == nil {
 		b.functions, b.declared = map[string]Function{}, map[string]bool{}

@@ -213,13 +213,19 @@ func checkManifest(t *testing.T, form string, cfg *config.Config, doc map[string
 				switch ev {
 				case "", "*":
 				case "function_executed":
-					// Needs no subscription (Slack's function_executed
-					// reference, SLACK_FACTS §11): the step is declared
-					// under functions, by its callback_id.
+					// The step is declared under functions, by its
+					// callback_id, with a description (Slack's schema
+					// requires one); Slack's custom-step template
+					// subscribes the event and runs it remotely
+					// (SLACK_FACTS §12).
 					if r.CallbackID != "" && r.CallbackID != "*" {
-						if get("functions", r.CallbackID) == nil {
-							errorf("functions lack %s (route %s)", r.CallbackID, r.Name)
+						if d, _ := get("functions", r.CallbackID, "description").(string); d == "" {
+							errorf("functions lack %s with a description (route %s)", r.CallbackID, r.Name)
 						}
+					}
+					needEvent(why, ev)
+					if s, _ := get("settings", "function_runtime").(string); s != "remote" {
+						errorf("settings.function_runtime = %q, want \"remote\" (%s)", s, why)
 					}
 				case "message":
 					needEvent(why, wantMessageEvents...)
@@ -232,6 +238,15 @@ func checkManifest(t *testing.T, form string, cfg *config.Config, doc map[string
 					}
 					needScope(why, want...)
 				}
+			}
+		}
+		if r.Effect == "stream" {
+			// DESIGN §12: Slack's Stop button, the session's status, and
+			// the agent feature (agent_view unless Options say otherwise).
+			needEvent(why+" effect stream", "agent_session_stopped")
+			needScope(why+" effect stream", "assistant:write")
+			if get("features", "agent_view") == nil && get("features", "assistant_view") == nil {
+				errorf("features declare neither agent_view nor assistant_view (%s effect stream)", why)
 			}
 		}
 		effect := r.Effect
@@ -499,9 +514,15 @@ effect = "log"
 		if !m.Settings.OrgDeployEnabled {
 			t.Error("org_deploy_enabled is off: Workflow Builder shows an app's steps only when it is on")
 		}
+		if m.Settings.FunctionRuntime != "remote" {
+			t.Errorf("function_runtime = %q: steps added through the manifest run on the app's server (\"remote\")", m.Settings.FunctionRuntime)
+		}
+		// Issue 39.5: Slack's custom-step template subscribes
+		// function_executed (SLACK_FACTS §12), which §11 had said needs no
+		// subscription; the request URL is the events one.
 		es := m.Settings.EventSubscriptions
-		if es == nil || es.RequestURL != testURL+"/slack/events" || slices.Contains(es.BotEvents, "function_executed") {
-			t.Errorf("event_subscriptions = %+v: function_executed needs no subscription, but its request URL is the events one", es)
+		if es == nil || es.RequestURL != testURL+"/slack/events" || !slices.Equal(es.BotEvents, []string{"function_executed"}) {
+			t.Errorf("event_subscriptions = %+v, want function_executed at the events request URL", es)
 		}
 		if m.Settings.Interactivity == nil || !m.Settings.Interactivity.IsEnabled {
 			t.Error("interactivity off with a step route on a button")

@@ -72,6 +72,9 @@ const historyScope = "*:history"
 //     SetAssistantThreadsStatus says assistant:write is being deprecated in
 //     favour of chat:write). assistant:write comes with the
 //     assistant_thread_started subscription (eventScopes).
+//   - agents.sessions.setStatus: assistant:write — it answers not_authorized
+//     "unless the app is an agent with assistant:write" (SLACK_FACTS §12,
+//     Slack changelog 2026-08-20).
 //
 // A new effect adds its methods here and in effectMethods.
 var methodScopes = map[string][]string{
@@ -90,6 +93,7 @@ var methodScopes = map[string][]string{
 	"chat.appendStream":         {"chat:write"},
 	"chat.stopStream":           {"chat:write"},
 	"chat.delete":               {"chat:write"},
+	"agents.sessions.setStatus": {"assistant:write"},
 }
 
 // effectMethods says which Web API methods a route's rows call with the bot
@@ -110,7 +114,8 @@ var methodScopes = map[string][]string{
 //     methods; chat.update and chat.delete to finish an answer in the
 //     messages an earlier attempt started; chat.postMessage for a JSON
 //     answer (a post row, with its confirmation) and for what a recovered
-//     answer adds.
+//     answer adds; agents.sessions.setStatus, the session's status
+//     following the answer (DESIGN §12 "Agent sessions").
 func effectMethods(effect, source string, confirm bool) (methods []string, known bool) {
 	post := []string{"chat.postMessage"}
 	if confirm {
@@ -136,7 +141,7 @@ func effectMethods(effect, source string, confirm bool) (methods []string, known
 		return []string{"functions.completeSuccess", "functions.completeError"}, true
 	case "stream":
 		return append([]string{"assistant.threads.setStatus", "chat.startStream", "chat.appendStream",
-			"chat.stopStream", "chat.update", "chat.delete"}, post...), true
+			"chat.stopStream", "chat.update", "chat.delete", "agents.sessions.setStatus"}, post...), true
 	}
 	return nil, false
 }
@@ -153,6 +158,9 @@ func effectMethods(effect, source string, confirm bool) (methods []string, known
 //   - app_uninstalled, tokens_revoked: "No scope needed" —
 //     docs.slack.dev/reference/events/tokens_revoked (SLACK_FACTS §10 3.4).
 //   - app_home_opened, function_executed, grid_migration_*: no scope.
+//   - agent_session_stopped, agent_session_title_changed: chat:write;
+//     app_context_changed: assistant:write — slack-ruby/slack-api-ref
+//     events/<type>.json ("scopes"), its mirror of Slack's reference [read].
 //   - channel_*, group_*, im_*: channels:read, groups:read, im:read (their
 //     *_history_changed: the *:history scope).
 //   - member_joined_channel, member_left_channel: channels:read or groups:read
@@ -160,6 +168,9 @@ func effectMethods(effect, source string, confirm bool) (methods []string, known
 //   - team_join, user_change, user_status_changed, user_huddle_changed,
 //     user_profile_changed: users:read.
 var eventScopes = map[string][]string{
+	"agent_session_stopped":            {"chat:write"},
+	"agent_session_title_changed":      {"chat:write"},
+	"app_context_changed":              {"assistant:write"},
 	"app_home_opened":                  {},
 	"app_mention":                      {"app_mentions:read"},
 	"app_uninstalled":                  {},

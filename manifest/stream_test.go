@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,4 +118,87 @@ url    = "http://127.0.0.1:1/agent"
 			t.Errorf("the runs did not call %s; calls: %v", m, seen)
 		}
 	}
+}
+
+// Issue 39.5: stream routes subscribe to agent_session_stopped (Slack shows
+// the Stop button only then), ask for assistant:write (agents.sessions.*),
+// and declare the agent feature: agent_view unless Options ask for the
+// legacy assistant_view. Without stream routes, none of it.
+func TestAgentFeature(t *testing.T) {
+	parse := func(t *testing.T, toml string) config.Config {
+		t.Helper()
+		cfg, err := config.Parse([]byte(toml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	mention := parse(t, "[[route]]\nname=\"agent\"\nevent=\"app_mention\"\neffect=\"stream\"\nurl=\"http://127.0.0.1:1/a\"\n")
+	assistant := parse(t, "[[route]]\nname=\"assistant\"\nevent=\"assistant_thread_started\"\neffect=\"stream\"\nurl=\"http://127.0.0.1:1/a\"\n")
+	build := func(t *testing.T, cfg config.Config, o Options) Result {
+		t.Helper()
+		o.URL = testURL
+		res, err := Build(&cfg, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	t.Run("agent_view by default, with the Stop button's event and assistant:write", func(t *testing.T) {
+		res := build(t, mention, Options{})
+		m := res.Manifest
+		if m.Features.AgentView == nil || m.Features.AgentView.AgentDescription != DefaultAgentDescription || m.Features.AssistantView != nil {
+			t.Errorf("features = %+v, want agent_view with the default description and no assistant_view", m.Features)
+		}
+		if !slices.Contains(m.Settings.EventSubscriptions.BotEvents, "agent_session_stopped") {
+			t.Errorf("bot_events %v lack agent_session_stopped", m.Settings.EventSubscriptions.BotEvents)
+		}
+		for _, s := range []string{"assistant:write", "chat:write", "app_mentions:read"} {
+			if !slices.Contains(m.OAuthConfig.Scopes.Bot, s) {
+				t.Errorf("scopes %v lack %s", m.OAuthConfig.Scopes.Bot, s)
+			}
+		}
+		if m.Features.AppHome == nil || !m.Features.AppHome.MessagesTabEnabled {
+			t.Errorf("app_home = %+v: an agent's conversations live in its Messages tab", m.Features.AppHome)
+		}
+		if len(res.Notes) != 0 {
+			t.Errorf("notes %q", res.Notes)
+		}
+	})
+	t.Run("assistant_view when asked, with its description and a deprecation note", func(t *testing.T) {
+		res := build(t, assistant, Options{AgentView: AssistantViewLegacy, AgentDescription: "Answers questions about deploys"})
+		f := res.Manifest.Features
+		if f.AssistantView == nil || f.AssistantView.AssistantDescription != "Answers questions about deploys" || f.AgentView != nil {
+			t.Errorf("features = %+v, want assistant_view with the given description only", f)
+		}
+		if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "assistant_view, which Slack deprecates from February 2027") {
+			t.Errorf("notes %q, want one deprecation note", res.Notes)
+		}
+	})
+	t.Run("assistant_thread_started under agent_view is a note", func(t *testing.T) {
+		res := build(t, assistant, Options{AgentView: AgentViewNew})
+		want := `route "assistant" takes assistant_thread_started, which agent_view replaces with app_home_opened (tab = "messages")`
+		if len(res.Notes) != 1 || !strings.HasPrefix(res.Notes[0], want) {
+			t.Errorf("notes %q, want one starting %q", res.Notes, want)
+		}
+	})
+	t.Run("bad options are refused", func(t *testing.T) {
+		for o, want := range map[*Options]string{
+			{AgentView: "agent"}:                         `agent view "agent" is not "agent_view" (new apps) or "assistant_view" (an app that still uses the assistant view)`,
+			{AgentDescription: strings.Repeat("é", 301)}: "agent description is 301 characters; Slack allows at most 300",
+		} {
+			o.URL = testURL
+			if _, err := Build(&mention, *o); err == nil || err.Error() != want {
+				t.Errorf("Build(%+v) = %v, want %q", *o, err, want)
+			}
+		}
+	})
+	t.Run("no stream route, no agent feature", func(t *testing.T) {
+		cfg := parse(t, "[[route]]\nname=\"m\"\nevent=\"app_mention\"\neffect=\"forward\"\nurl=\"http://127.0.0.1:1/a\"\n")
+		m := build(t, cfg, Options{AgentView: AssistantViewLegacy}).Manifest
+		if m.Features.AgentView != nil || m.Features.AssistantView != nil || m.Features.AppHome != nil ||
+			slices.Contains(m.Settings.EventSubscriptions.BotEvents, "agent_session_stopped") || slices.Contains(m.OAuthConfig.Scopes.Bot, "assistant:write") {
+			t.Errorf("manifest for a forward route: %+v", m)
+		}
+	})
 }
