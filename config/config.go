@@ -570,6 +570,9 @@ func (c *Config) Validate() error {
 				warn("%s: %s", where, msg)
 			}
 		}
+		if msg := r.channelMissing(); msg != "" {
+			warn("%s: %s", where, msg)
+		}
 		// Slack writes a reaction :eyes:, reactions.add takes "eyes": both
 		// are accepted, the colons dropped.
 		if len(r.Reaction) > 2 && strings.HasPrefix(r.Reaction, ":") && strings.HasSuffix(r.Reaction, ":") {

@@ -496,3 +496,25 @@ func TestRouteNamesAreNFC(t *testing.T) {
 		t.Errorf("RouteName(%+q) = %+q, want %+q", nfd, got, nfc)
 	}
 }
+
+func TestWarnsWhenTheEventNamesNoConversation(t *testing.T) {
+	for _, tc := range []struct {
+		route string
+		warn  bool
+	}{
+		{"event = \"team_join\"\neffect = \"post\"\ntext = \"welcome\"\n", true},
+		{"event = \"team_join\"\neffect = \"post\"\nto_channel = \"C0GENERAL\"\ntext = \"welcome\"\n", false},
+		{"events = [\"message\", \"user_change\"]\neffect = \"react\"\nreaction = \"eyes\"\n", true},
+		{"event = \"assistant_thread_started\"\neffect = \"post\"\ntext = \"hello\"\n", false},
+		{"event = \"app_mention\"\neffect = \"post\"\ntext = \"hi\"\n", false},
+	} {
+		cfg, err := config.Parse([]byte("[[route]]\nname = \"r\"\n" + tc.route))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.route, err)
+		}
+		got := strings.Contains(strings.Join(cfg.Warnings, "\n"), "would park with no_channel")
+		if got != tc.warn {
+			t.Errorf("route %q: warned %v, want %v (warnings %q)", tc.route, got, tc.warn, cfg.Warnings)
+		}
+	}
+}

@@ -73,3 +73,38 @@ func checkChannel(key, ch string) string {
 	}
 	return fmt.Sprintf("%s %q %s, so it matches no event: Slack's events carry the channel's ID, such as C0123ABCD (in Slack: open the channel's details; the ID is at the bottom of About)", key, ch, what)
 }
+
+// channelless are event types that name no conversation of their own (no
+// event.channel string, no assistant thread, no reaction's item): a
+// workspace, a user, an installation or a workflow step. An effect that
+// acts in the event's conversation has nowhere to act on them.
+var channelless = []string{
+	"app_installed", "app_requested", "app_uninstalled", "app_uninstalled_team", "channel_created",
+	"channel_rename", "dnd_updated", "dnd_updated_user", "email_domain_changed", "emoji_changed",
+	"function_executed", "grid_migration_finished", "grid_migration_started", "group_rename",
+	"invite_requested", "resources_added", "resources_removed", "scope_denied", "scope_granted",
+	"subteam_created", "subteam_members_changed", "subteam_self_added", "subteam_self_removed",
+	"subteam_updated", "team_access_granted", "team_access_revoked", "team_domain_change",
+	"team_join", "team_rename", "tokens_revoked", "user_change", "user_huddle_changed",
+	"user_profile_changed", "user_status_changed",
+}
+
+// channelMissing says when the route's effect acts in the event's
+// conversation (a post or update without to_channel, a reaction) and its
+// event type carries none: its rows would park with no_channel.
+func (r *Route) channelMissing() string {
+	needs := (r.Effect == "post" || r.Effect == "update") && r.ToChannel == "" || r.Effect == "react"
+	if !needs {
+		return ""
+	}
+	for _, ev := range append([]string{r.Event}, r.Events...) {
+		if slices.Contains(channelless, ev) {
+			fix := "set to_channel to the channel to post in"
+			if r.Effect == "react" {
+				fix = "react to message-like events (message, app_mention, reaction_added) instead"
+			}
+			return fmt.Sprintf("effect %q acts in the event's conversation, and a %s event names none: its rows would park with no_channel; %s", r.Effect, ev, fix)
+		}
+	}
+	return ""
+}

@@ -54,6 +54,15 @@ type InnerEvent struct {
 	// function_execution_id and function.callback_id (a workflow step).
 	ExecutionID string `json:"function_execution_id"`
 	FunctionID  string `json:"-"`
+	// AgentChannel and AgentThreadTS are where an assistant thread's events
+	// (assistant_thread_started, assistant_thread_context_changed, and
+	// app_context_changed in that shape) name their conversation:
+	// event.assistant_thread.channel_id and thread_ts, not event.channel.
+	// The effects' facts take them when the event has no channel of its
+	// own; filters do not (a [filter] channels list never named the
+	// agent's DMs, and such events passed it before).
+	AgentChannel  string `json:"-"`
+	AgentThreadTS string `json:"-"`
 }
 
 // envelopeJSON is the wire shape ParseEnvelope decodes in one pass: the
@@ -87,6 +96,10 @@ type envelopeJSON struct {
 		Function struct {
 			CallbackID string `json:"callback_id"`
 		} `json:"function"`
+		AssistantThread struct {
+			ChannelID string `json:"channel_id"`
+			ThreadTS  string `json:"thread_ts"`
+		} `json:"assistant_thread"`
 	} `json:"event"`
 }
 
@@ -128,6 +141,7 @@ func ParseEnvelope(body []byte) (Envelope, error) {
 	in.User = jsonString(ev.User)
 	in.TS = ev.TS
 	in.FunctionID = ev.Function.CallbackID
+	in.AgentChannel, in.AgentThreadTS = ev.AssistantThread.ChannelID, ev.AssistantThread.ThreadTS
 	if in.Channel == "" {
 		in.Channel = ev.Item.Channel
 	}
@@ -186,11 +200,16 @@ func jsonString(raw json.RawMessage) string {
 
 // Facts are what templates and effects see of an event.
 func (e Envelope) Facts() sweep.Facts {
-	return sweep.Facts{
+	f := sweep.Facts{
 		EventID: e.EventID, Team: e.TeamID, User: e.Inner.User, Channel: e.Inner.Channel,
 		TS: e.Inner.TS, ThreadTS: e.Inner.ThreadTS, Text: e.Inner.Text,
 		ExecutionID: e.Inner.ExecutionID, CallbackID: e.Inner.FunctionID,
 	}
+	if f.Channel == "" && e.Inner.AgentChannel != "" {
+		// An assistant thread's event: its conversation is the thread.
+		f.Channel, f.ThreadTS = e.Inner.AgentChannel, cmp.Or(f.ThreadTS, e.Inner.AgentThreadTS)
+	}
+	return f
 }
 
 // Command is a slash command request.
