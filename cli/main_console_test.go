@@ -39,6 +39,8 @@ func TestConsoleNeedsAPassword(t *testing.T) {
 	for _, env := range [][]string{{"ACKD_CONSOLE_PASSWORD=pw"}, {"ACKD_CONSOLE_PASSWORD_FILE=" + pwFile}} {
 		if check := procRun(t, procEnv(env...), "config", "check", "--config", cfg, "--db", db); check.Code != 0 {
 			t.Errorf("config check %v: exit %d\n%s%s", env, check.Code, check.Stdout, check.Stderr)
+		} else if !strings.Contains(check.Stdout, "ACKD_CONSOLE_PASSWORD is 2 characters, shorter than 16") {
+			t.Errorf("config check %v with a 2-character password: no warning\n%s", env, check.Stdout)
 		}
 	}
 	d := procServe(t, procServeOpts{Config: cfg, DB: db, Env: procEnv("ACKD_CONSOLE_PASSWORD_FILE=" + pwFile)})

@@ -451,10 +451,12 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Console.Listen != "" {
-		if _, port, err := net.SplitHostPort(c.Console.Listen); err != nil {
+		if host, port, err := net.SplitHostPort(c.Console.Listen); err != nil {
 			bad("console.listen: %q is not host:port", c.Console.Listen)
 		} else if port != "0" && (c.Console.Listen == c.Listen || c.Console.Listen == c.Metrics.Listen) {
 			bad("console.listen: %q is also listen or metrics.listen; the console is served on an address of its own", c.Console.Listen)
+		} else if !loopback(host) {
+			warn("console.listen: %q is not a loopback address: the console speaks plain HTTP, so its password and pages cross the network in the clear; listen on 127.0.0.1 and put a TLS proxy in front (the commented console block of systemd/Caddyfile), or reach it over an SSH tunnel", c.Console.Listen)
 		}
 	}
 	if c.DB == "" {

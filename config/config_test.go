@@ -518,3 +518,32 @@ func TestWarnsWhenTheEventNamesNoConversation(t *testing.T) {
 		}
 	}
 }
+
+func TestConsoleWeakSettingsWarn(t *testing.T) {
+	const route = "\n[[route]]\nname = \"r\"\nevent = \"*\"\neffect = \"log\"\n"
+	parse := func(t *testing.T, listen string) config.Config {
+		t.Helper()
+		cfg, err := config.Parse([]byte("[console]\nlisten = \"" + listen + "\"\n" + route))
+		if err != nil {
+			t.Fatalf("listen %q: %v (a warning, never a refusal: such configs started before)", listen, err)
+		}
+		return cfg
+	}
+	for _, listen := range []string{"0.0.0.0:3002", ":3002", "192.0.2.10:3002"} {
+		if w := strings.Join(parse(t, listen).Warnings, "\n"); !strings.Contains(w, "is not a loopback address") {
+			t.Errorf("console.listen %q: warnings %q; want the non-loopback warning", listen, w)
+		}
+	}
+	for _, listen := range []string{"127.0.0.1:3002", "[::1]:3002", "localhost:3002"} {
+		if w := strings.Join(parse(t, listen).Warnings, "\n"); strings.Contains(w, "loopback") {
+			t.Errorf("console.listen %q: warned %q", listen, w)
+		}
+	}
+	cfg := parse(t, "127.0.0.1:3002")
+	for pw, want := range map[string]bool{"x": true, "fifteen-chars-x": true, "sixteen-chars-xx": false, "a-much-longer-random-password": false} {
+		w, warned := cfg.SecretWarnings(config.Secrets{ConsolePassword: pw})["ACKD_CONSOLE_PASSWORD"]
+		if warned != want || warned && !strings.Contains(w, "shorter than 16") {
+			t.Errorf("password of %d characters: warning %q; want one: %v", len(pw), w, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ackd/ackd/sweep"
 )
@@ -90,8 +91,16 @@ func (c Config) SecretWarnings(sec Secrets) map[string]string {
 				"the secret your handler verifies", "leave it empty if your handler checks no signature")
 		}
 	}
+	if c.Console.Listen != "" && sec.ConsolePassword != "" && utf8.RuneCountInString(sec.ConsolePassword) < MinConsolePassword {
+		out["ACKD_CONSOLE_PASSWORD"] = fmt.Sprintf("ACKD_CONSOLE_PASSWORD is %d characters, shorter than %d: the console's password is all that stands between its listener and retry, discard and replay; use a longer random one (head -c 18 /dev/urandom | base64)",
+			utf8.RuneCountInString(sec.ConsolePassword), MinConsolePassword)
+	}
 	return out
 }
+
+// MinConsolePassword is the console password length below which serve and
+// config check warn (a warning: a config that started before still starts).
+const MinConsolePassword = 16
 
 // emptyWarning says that name's …_FILE is empty while the configuration
 // uses it, what that means, what to write and where, or what else to do.
