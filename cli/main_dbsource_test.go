@@ -211,3 +211,40 @@ func TestPackagedUnitUsesTheConfigsDatabase(t *testing.T) {
 		})
 	}
 }
+
+// ACKD_DB naming a database that does not exist yet, while the config's db
+// exists, is refused naming both: serve would otherwise start on a new,
+// empty database beside the data (ACKD_DB wins, as in 0.1.0). When both
+// files exist (after a 0.1.0 upgrade) it stays the warning above.
+func TestEnvDBThatDoesNotExistBesideTheData(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	configDB, envDB := filepath.Join(dir, "data.db"), filepath.Join(dir, "typo.db")
+	cfg := procWriteConfig(t, dir, "ackd.toml", "db = \""+configDB+"\"\n\n[[route]]\nname = \"r\"\nevent = \"*\"\neffect = \"log\"\n")
+	if r := procRun(t, procEnv(), "migrate", "--config", cfg); r.Code != 0 {
+		t.Fatalf("migrate: exit %d: %s", r.Code, r.Stderr)
+	}
+	want := []string{"ACKD_DB=" + envDB, configDB, "does not", "empty database beside your data"}
+	serve := procRun(t, procEnv("ACKD_DB="+envDB), "serve", "--config", cfg)
+	if serve.Code == 0 {
+		t.Fatalf("serve started on a missing ACKD_DB beside the config's database:\n%s", serve.Stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(serve.Stderr, w) {
+			t.Errorf("serve's refusal lacks %q:\n%s", w, serve.Stderr)
+		}
+	}
+	if _, err := os.Stat(envDB); !os.IsNotExist(err) {
+		t.Errorf("the refused serve created ACKD_DB's file (%v)", err)
+	}
+	if r := procRun(t, procEnv("ACKD_DB="+envDB), "config", "check", "--config", cfg); r.Code == 0 || !strings.Contains(r.Stdout+r.Stderr, "empty database beside your data") {
+		t.Errorf("config check: exit %d, want a failure naming both\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	// Both there: the warning, and serve starts on ACKD_DB's, as before.
+	if r := procRun(t, procEnv(), "migrate", "--db", envDB); r.Code != 0 {
+		t.Fatalf("migrate --db: exit %d: %s", r.Code, r.Stderr)
+	}
+	if r := procRun(t, procEnv("ACKD_DB="+envDB), "config", "check", "--config", cfg); r.Code != 0 || !strings.Contains(r.Stdout, "ACKD_DB wins") {
+		t.Errorf("config check with both files: exit %d, want 0 with the warning\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+}

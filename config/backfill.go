@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ackd/ackd/sweep"
+	"github.com/pelletier/go-toml/v2"
 )
 
 // Bounds of [backfill] rate and limit.
@@ -70,6 +71,12 @@ func (c *Config) validateBackfill(warn func(format string, a ...any)) []error {
 	}
 	channels := c.BackfillChannels()
 	if len(channels) == 0 {
+		if len(c.backfillSet) > 0 {
+			// Catch-up is opt-in by its channels: these keys alone
+			// turn nothing on, which an operator who set them expects.
+			warn("backfill: %s set, but backfill.channels lists no channel, so catch-up is off and %s nothing; list the channels to recover in backfill.channels (channel IDs, e.g. [\"C0123456789\"]), or remove the keys",
+				strings.Join(c.backfillSet, ", "), plural(len(c.backfillSet), "it changes", "they change"))
+		}
 		return errs
 	}
 	for i := range c.Routes {
@@ -93,4 +100,28 @@ func PrepareRoutes(routes []Route, sec Secrets) []Route {
 		r.fromRequest = r.needsRequest()
 	}
 	return routes
+}
+
+// backfillKeysSet names the [backfill] keys the TOML document sets that
+// mean something only when backfill.channels lists channels, when it does
+// not set backfill.channels at all.
+func backfillKeysSet(doc []byte) []string {
+	var probe struct {
+		Backfill map[string]any `toml:"backfill"`
+	}
+	if err := toml.Unmarshal(doc, &probe); err != nil {
+		return nil
+	}
+	if _, ok := probe.Backfill["channels"]; ok {
+		// channels = [] says it: catch-up is off on purpose (the shipped
+		// systemd/ackd.toml keeps its settings beside an empty list).
+		return nil
+	}
+	var set []string
+	for _, k := range []string{"on_start", "replies", "max_age", "rate", "limit"} {
+		if _, ok := probe.Backfill[k]; ok {
+			set = append(set, "backfill."+k)
+		}
+	}
+	return set
 }

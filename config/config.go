@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -77,6 +78,9 @@ type Config struct {
 
 	routeLines []int          // line of each [[route]] header, for error messages
 	proxies    []netip.Prefix // TrustedProxies, parsed by Validate
+	// backfillSet names the [backfill] keys the file sets that only mean
+	// something with channels (on_start, replies, max_age, rate, limit).
+	backfillSet []string
 
 	// Warnings are what Validate found suspicious but not wrong (an event
 	// type ackd does not know); serve logs them, config check prints them.
@@ -402,6 +406,7 @@ func Parse(b []byte) (Config, error) {
 	} else {
 		cfg.Builtin = false
 	}
+	cfg.backfillSet = backfillKeysSet(b)
 	for i := range cfg.Routes {
 		// One spelling of a name everywhere: keys, pauses and the CLI's
 		// arguments are compared as NFC (RouteName).
@@ -749,6 +754,12 @@ func (c Config) CheckEnvDB(env string) (warning string, err error) {
 	if IsPostgres(env) || IsPostgres(c.FileDB) {
 		return "", fmt.Errorf("%s, and ACKD_DB would win: keep one. %s", both, fix)
 	}
+	if exists(c.FileDB) && !exists(env) {
+		// ACKD_DB would win and name a file that is not there: serve
+		// would create an empty database beside the data and run on it.
+		return "", fmt.Errorf("%s: db = %q exists, ACKD_DB=%s does not, and ACKD_DB would win: serve would start on a new, empty database beside your data. %s",
+			both, c.FileDB, env, fix)
+	}
 	return fmt.Sprintf("%s: ACKD_DB wins, as in ackd 0.1.0, and this ackd uses %s. %s", both, env, fix), nil
 }
 
@@ -828,3 +839,11 @@ func (c *Config) Proxies() []netip.Prefix { return c.proxies }
 // write accented letters) names the same route in the config, its rows'
 // keys, pauses and every command's argument.
 func RouteName(name string) string { return norm.NFC.String(name) }
+
+// exists reports whether an SQLite database file is there (an error other
+// than "not found", such as a permission problem, counts as there: the
+// database is not judged missing on a guess).
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}

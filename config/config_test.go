@@ -547,3 +547,25 @@ func TestConsoleWeakSettingsWarn(t *testing.T) {
 		}
 	}
 }
+
+func TestBackfillKeysWithoutChannelsWarn(t *testing.T) {
+	const route = "\n[[route]]\nname = \"r\"\nevent = \"message\"\nkey = \"message\"\neffect = \"log\"\n"
+	for _, tc := range []struct {
+		toml, want string
+	}{
+		{"[backfill]\non_start = true\n", "backfill.on_start set, but backfill.channels lists no channel"},
+		{"[backfill]\nreplies = true\nmax_age = \"6h\"\n", "backfill.replies, backfill.max_age set"},
+		{"[backfill]\non_start = true\nchannels = [\"C0123456789\"]\n", ""},
+		{"[backfill]\nchannels = []\non_start = true\n", ""}, // off on purpose, as systemd/ackd.toml ships
+		{"", ""},
+	} {
+		cfg, err := config.Parse([]byte(tc.toml + route))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.toml, err)
+		}
+		w := strings.Join(cfg.Warnings, "\n")
+		if tc.want == "" && strings.Contains(w, "backfill.channels lists no channel") || tc.want != "" && !strings.Contains(w, tc.want) {
+			t.Errorf("%q: warnings %q, want %q", tc.toml, w, tc.want)
+		}
+	}
+}
