@@ -88,6 +88,10 @@ func sendCmd(g *globals) *cobra.Command {
 				return errors.New("rejected (401): the signing secret differs from the daemon's, or the clock is off (a signature is valid for 5 minutes)")
 			case a.Status == http.StatusBadRequest && !form && !json.Valid(body):
 				return fmt.Errorf("the daemon answered 400: %s is not JSON; a form body (a slash command, or an interaction with payload=) is sent with --form", args[0])
+			case a.Status == http.StatusNotFound && strings.Contains(string(a.Body), ingress.RoutesOffText):
+				return errors.New("not served (404): that ackd runs without SLACK_SIGNING_SECRET (Socket Mode only), so its HTTP Slack routes are off; give it SLACK_SIGNING_SECRET to take HTTP requests")
+			case a.Status == http.StatusNotFound:
+				return fmt.Errorf("not found (404): nothing answers %s there; is --url (or --listen / ACKD_LISTEN) the address of an ackd serve?", url)
 			case a.Status >= 300:
 				return fmt.Errorf("the daemon answered %d", a.Status)
 			}

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -145,7 +146,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	// leave a new, empty database behind.
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+		return listenError("listen", s.cfg.Listen, "--listen or ACKD_LISTEN (or listen in the config)", err)
 	}
 	defer func() {
 		if err != nil {
@@ -155,7 +156,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	if s.cfg.Metrics.Listen != "" {
 		mln, err := net.Listen("tcp", s.cfg.Metrics.Listen)
 		if err != nil {
-			return fmt.Errorf("metrics.listen %s: %w", s.cfg.Metrics.Listen, err)
+			return listenError("metrics.listen", s.cfg.Metrics.Listen, "[metrics] listen in the config", err)
 		}
 		defer func() {
 			if err != nil {
@@ -167,7 +168,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	if s.cfg.Console.Listen != "" {
 		cln, err := net.Listen("tcp", s.cfg.Console.Listen)
 		if err != nil {
-			return fmt.Errorf("console.listen %s: %w", s.cfg.Console.Listen, err)
+			return listenError("console.listen", s.cfg.Console.Listen, "[console] listen in the config", err)
 		}
 		defer func() {
 			if err != nil {
@@ -337,6 +338,25 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	}
 	s.notifyStatus()
 	return nil
+}
+
+// listenError is a listener that could not be bound, in words: an address
+// in use is most likely another ackd (or the same one started twice), and
+// the operator is told which setting moves this one.
+func listenError(what, addr, setting string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s %s: %w: another process listens there, perhaps another ackd serve (ss -ltnp | grep %s shows it); stop it, or give this ackd another address with %s",
+			what, addr, err, portOf(addr), setting)
+	}
+	return fmt.Errorf("%s %s: %w", what, addr, err)
+}
+
+// portOf is addr's port (":3000" for "127.0.0.1:3000"), or addr.
+func portOf(addr string) string {
+	if _, port, err := net.SplitHostPort(addr); err == nil {
+		return ":" + port
+	}
+	return addr
 }
 
 func (s *Server) goLoop(fn func()) {

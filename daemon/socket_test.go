@@ -111,8 +111,8 @@ func TestSocketModePipeline(t *testing.T) {
 	sock := api.SocketMode(t, sockAppToken)
 	s := startSocket(t, api, sock, "", 2)
 
-	if r := s.postEvent(eventBody("Ev0HTTP", mention("C1", "1.1", "hi"))); r.Status != http.StatusNotFound {
-		t.Errorf("HTTP /slack/events without a signing secret: %d, want 404 (routes off)", r.Status)
+	if r := s.postEvent(eventBody("Ev0HTTP", mention("C1", "1.1", "hi"))); r.Status != http.StatusNotFound || !strings.Contains(r.Body, "without SLACK_SIGNING_SECRET") {
+		t.Errorf("HTTP /slack/events without a signing secret: %d %q, want 404 (routes off) saying why", r.Status, r.Body)
 	}
 	if r := lockGetHealth(t, s); r.Status != http.StatusOK {
 		t.Fatalf("/healthz %d %q with live connections", r.Status, r.Body)

@@ -134,12 +134,23 @@ func (s *Server) HTTPRoutes() bool { return s.verify != nil }
 // Register adds the HTTP Slack routes to mux, when they are served.
 func (s *Server) Register(mux *http.ServeMux) {
 	if s.verify == nil {
+		// Not served: say why to whoever asks (ackd send, curl, a Slack
+		// app pointed here by mistake), with nothing read or written.
+		for _, p := range []string{"/slack/events", "/slack/commands", "/slack/interactivity"} {
+			mux.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, RoutesOffText, http.StatusNotFound)
+			})
+		}
 		return
 	}
 	mux.Handle("/slack/events", s.slackHandler("events", s.handleEvents))
 	mux.Handle("/slack/commands", s.slackHandler("commands", s.handleCommand))
 	mux.Handle("/slack/interactivity", s.slackHandler("interactivity", s.handleInteraction))
 }
+
+// RoutesOffText is the 404's body on the HTTP Slack routes of a daemon that
+// does not serve them.
+const RoutesOffText = "ackd serves no HTTP Slack routes here: it runs without SLACK_SIGNING_SECRET (Socket Mode only), so it could not verify Slack's requests. Give the daemon SLACK_SIGNING_SECRET (or SLACK_SIGNING_SECRET_FILE) to take them over HTTP, or send events through Slack over Socket Mode"
 
 // Refused is the rate-limited log of unauthenticated answers, which the
 // daemon flushes on its interval and shares with OAuth's handlers.
