@@ -100,3 +100,35 @@ effect = "log"
 		}
 	})
 }
+
+// A manifest built from a config config check would warn about says so,
+// with the same words (the did-you-mean, the placeholder's key).
+func TestManifestSaysWhatConfigCheckWouldWarn(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := procWriteConfig(t, dir, "ackd.toml", `
+[[route]]
+name   = "mention"
+event  = "app_mentoin"
+effect = "log"
+
+[[route]]
+name   = "hook"
+event  = "message"
+effect = "forward"
+url    = "https://REPLACEME.example.com/slack"
+`)
+	r := procRun(t, procEnv(), "manifest", "--config", cfg, "--url", "https://ackd.example.com")
+	if r.Code != 0 {
+		t.Fatalf("manifest: exit %d\n%s", r.Code, r.Stderr)
+	}
+	check := procRun(t, procEnv("SLACK_SIGNING_SECRET=x"), "config", "check", "--config", cfg, "--db", filepath.Join(dir, "ackd.db"))
+	for _, w := range []string{`did you mean "app_mention"?`, "REPLACEME"} {
+		if !strings.Contains(r.Stderr, "ackd manifest: warning:") || !strings.Contains(r.Stderr, w) {
+			t.Errorf("manifest's stderr lacks a warning with %q:\n%s", w, r.Stderr)
+		}
+		if !strings.Contains(check.Stdout, w) {
+			t.Errorf("config check does not say %q either (the two must agree):\n%s", w, check.Stdout)
+		}
+	}
+}

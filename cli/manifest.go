@@ -34,6 +34,12 @@ func manifestCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// What config check would warn about (an unknown event type
+			// with its did-you-mean, a REPLACEME placeholder) is said
+			// here too: the manifest is built from the config as it is.
+			for _, w := range cfg.Warnings {
+				fmt.Fprintln(g.stderr, "ackd manifest: warning:", w)
+			}
 			o.AgentView = cfg.Stream.View               // "" means agent_view
 			o.AgentDescription = cfg.Stream.Description // "" means manifest.DefaultAgentDescription
 			res, err := manifest.Build(&cfg, o)
