@@ -1,17 +1,21 @@
 package cli
 
 import (
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/ingress"
+	"github.com/ackd/ackd/internal/testreq"
 )
 
 // Errors a new user meets name the cause and the fix (issue 38.6).
@@ -58,5 +62,66 @@ func TestSendToADaemonWithoutHTTPRoutesSaysWhy(t *testing.T) {
 	r = procRun(t, procEnv(), "send", "--url", srv.URL+"/elsewhere", payload)
 	if r.Code == 0 || !strings.Contains(r.Stderr, "nothing answers") {
 		t.Errorf("send to a path nothing serves: exit %d\nstderr %s", r.Code, r.Stderr)
+	}
+}
+
+// A database this user may not read or write names the path, the user, the
+// owner and the fix, for serve, for a sweep, and for a command that only
+// reads (SQLite writes -wal and -shm beside the file even then).
+func TestDatabasePermissionErrorsSayWhatToDo(t *testing.T) {
+	t.Parallel()
+	testreq.Need(t, os.Geteuid() == 0, "running ackd as another user (nobody) needs root (CI runs as root)")
+	dir, err := os.MkdirTemp("", "ackd-perm-") // t.TempDir's parent is 0700: nobody could not run the binary
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "ackd")
+	b, err := os.ReadFile(procBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "ackd.db")
+	procMustRun(t, procEnv(), "migrate", "--db", db)
+	run := func(mode os.FileMode, args ...string) (int, string) {
+		t.Helper()
+		if err := os.Chmod(db, mode); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, append(args, "--db", db)...)
+		cmd.Env = procEnv("SLACK_SIGNING_SECRET=" + procSecret)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("ackd %v as nobody: %v", args, err)
+		}
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	for _, tc := range []struct {
+		mode os.FileMode
+		args []string
+	}{
+		{0o644, []string{"status"}},
+		{0o600, []string{"status"}},
+		{0o644, []string{"sweep", "--once"}},
+		{0o644, []string{"serve", "--listen", "127.0.0.1:0"}},
+	} {
+		code, out := run(tc.mode, tc.args...)
+		if code == 0 {
+			t.Errorf("ackd %v as nobody on a %v root-owned database: exit 0\n%s", tc.args, tc.mode, out)
+			continue
+		}
+		for _, w := range []string{"database " + db, "runs as nobody (uid 65534)", "owned by root", "-wal", "run ackd as root, its owner", "chown or chmod"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("ackd %v (%v): the error lacks %q:\n%s", tc.args, tc.mode, w, out)
+			}
+		}
 	}
 }

@@ -16,7 +16,11 @@ func OpenStore(ctx context.Context, db string, opts store.Options) (store.Store,
 	if config.IsPostgres(db) {
 		return postgres.Open(ctx, db, opts)
 	}
-	return sqlite.Open(ctx, db, opts)
+	st, err := sqlite.Open(ctx, db, opts)
+	if err != nil {
+		return nil, accessError(db, err)
+	}
+	return st, nil
 }
 
 // PendingMigrations reports, without writing anything, what migrate would
