@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"text/tabwriter"
 
 	"github.com/ackd/ackd/config"
@@ -38,13 +40,17 @@ func configCmd(g *globals) *cobra.Command {
 					}
 				}
 				checks = append(checks, daemon.CheckConfig(cmd.Context(), cfg, sec, schema)...)
+				if c, ok := slackCheck(cmd.Context(), cfg, sec); ok {
+					checks = append(checks, c)
+				}
 			}
-			failed, warned, keyOnly := 0, 0, true
+			failed, warned, keyOnly, slackOnly := 0, 0, true, true
 			for _, c := range checks {
 				switch c.Status {
 				case config.CheckFail:
 					failed++
 					keyOnly = keyOnly && c.Name == daemon.CheckTokenKey
+					slackOnly = slackOnly && c.Name == "slack"
 				case config.CheckWarn:
 					warned++
 				}
@@ -59,6 +65,9 @@ func configCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(w, "%-4s\t%s\t%s\n", c.Status, c.Name, c.Detail)
 				}
 				w.Flush()
+			}
+			if failed > 0 && slackOnly {
+				return fmt.Errorf("config check: %d failed: serve would start, but its Web API rows would park (invalid_auth) until the bot token is right", failed)
 			}
 			if failed > 0 && keyOnly {
 				return fmt.Errorf("config check: %d failed: serve would start, but the rows of those teams would wait", failed)
@@ -75,4 +84,13 @@ func configCmd(g *globals) *cobra.Command {
 	check.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.AddCommand(check)
 	return c
+}
+
+// slackCheck is daemon.CheckBotToken unless ACKD_SLACK_CHECK=off (a host
+// that cannot reach Slack, or a test that must not try).
+func slackCheck(ctx context.Context, cfg config.Config, sec config.Secrets) (config.Check, bool) {
+	if os.Getenv("ACKD_SLACK_CHECK") == "off" {
+		return config.Check{}, false
+	}
+	return daemon.CheckBotToken(ctx, cfg, sec, nil)
 }

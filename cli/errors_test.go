@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,9 +13,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/ingress"
+	"github.com/ackd/ackd/internal/fakeslack"
 	"github.com/ackd/ackd/internal/testreq"
 )
 
@@ -124,4 +127,47 @@ func TestDatabasePermissionErrorsSayWhatToDo(t *testing.T) {
 			}
 		}
 	}
+}
+
+// serve and config check ask auth.test once and name a wrong bot token.
+func TestWrongBotTokenIsNamedAtStart(t *testing.T) {
+	t.Parallel()
+	api := fakeslack.New(t, "xoxb-the-right-one")
+	dir := t.TempDir()
+	cfg := procWriteConfig(t, dir, "ackd.toml", fmt.Sprintf("[slack]\napi_url = %q\n\n[[route]]\nname = \"eyes\"\nevent = \"message\"\neffect = \"react\"\nreaction = \"eyes\"\n", api.URL()))
+	db := filepath.Join(dir, "ackd.db")
+	check := func(token string) procResult {
+		return procRun(t, procEnv("ACKD_SLACK_CHECK=", "SLACK_BOT_TOKEN="+token), "config", "check", "--config", cfg, "--db", db)
+	}
+	if r := check("xoxb-the-right-one"); r.Code != 0 || !strings.Contains(r.Stdout, "SLACK_BOT_TOKEN is bot") {
+		t.Errorf("the right token: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	r := check("xoxb-a-wrong-one")
+	if r.Code == 0 || !strings.Contains(r.Stdout, "Slack refuses SLACK_BOT_TOKEN (auth.test: invalid_auth)") || !strings.Contains(r.Stdout, "OAuth & Permissions") ||
+		!strings.Contains(r.Stderr, "serve would start, but its Web API rows would park") {
+		t.Errorf("a wrong token: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if strings.Contains(r.Stdout+r.Stderr, "xoxb-a-wrong-one") {
+		t.Errorf("config check printed the token:\n%s", r.Stdout)
+	}
+	if r := check("xapp-1-A1-1-abc"); r.Code == 0 || !strings.Contains(r.Stdout, "app-level token (xapp-…), which is SLACK_APP_TOKEN's") {
+		t.Errorf("an app token as the bot token: exit %d\n%s", r.Code, r.Stdout)
+	}
+	// Slack out of reach: said, not failed.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	off := procWriteConfig(t, dir, "off.toml", "[slack]\napi_url = \"http://"+closed+"/api/\"\n\n[[route]]\nname = \"eyes\"\nevent = \"message\"\neffect = \"react\"\nreaction = \"eyes\"\n")
+	if r := procRun(t, procEnv("ACKD_SLACK_CHECK=", "SLACK_BOT_TOKEN=xoxb-x"), "config", "check", "--config", off, "--db", db); r.Code != 0 || !strings.Contains(r.Stdout, "SLACK_BOT_TOKEN not checked") {
+		t.Errorf("Slack out of reach: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	// serve starts, and says it at once.
+	d := procServe(t, procServeOpts{Config: cfg, DB: db, Env: procEnv("ACKD_SLACK_CHECK=", "SLACK_BOT_TOKEN=xoxb-a-wrong-one")})
+	procWaitFor(t, "serve's word on the token", 10*time.Second, func() bool {
+		return strings.Contains(d.Stderr.String(), "Slack refuses SLACK_BOT_TOKEN (auth.test: invalid_auth)")
+	})
+	d.stop()
 }

@@ -5,6 +5,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
 	"github.com/spf13/cobra"
 )
@@ -42,6 +43,7 @@ func serveCmd(g *globals) *cobra.Command {
 			"                         password, as a systemd credential), which wins over both\n" +
 			"  ACKD_LISTEN            as --listen\n" +
 			"  ACKD_LOG_LEVEL         debug, info (default), warn, error\n" +
+			"  ACKD_SLACK_CHECK       off: skip the auth.test that checks SLACK_BOT_TOKEN at start\n" +
 			"  NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID  set by systemd (Type=notify, WatchdogSec=)\n" +
 			"  CREDENTIALS_DIRECTORY  set by systemd (LoadCredential=): an empty credential is named\n" +
 			"                         by its LoadCredential= source",
@@ -70,6 +72,20 @@ func serveCmd(g *globals) *cobra.Command {
 			if err := srv.Open(ctx); err != nil {
 				return err
 			}
+			// Once, off the ack path: a wrong bot token is said at start,
+			// not when the first post parks with invalid_auth.
+			go func() {
+				c, ok := slackCheck(ctx, cfg, sec)
+				switch {
+				case !ok:
+				case c.Status == config.CheckFail:
+					g.logger().Error("slack: "+c.Detail, "component", "daemon")
+				case c.Status == config.CheckWarn:
+					g.logger().Warn("slack: "+c.Detail, "component", "daemon")
+				default:
+					g.logger().Info("slack: "+c.Detail, "component", "daemon")
+				}
+			}()
 			<-ctx.Done()
 			stop() // a second signal now kills the process instead of waiting
 			return srv.Close()

@@ -75,7 +75,7 @@ func newRig(t *testing.T, bin, dir, config, addr string, secrets map[string]stri
 	for k, v := range secrets {
 		env = append(env, k+"="+v)
 	}
-	env = append(env, "ACKD_LOG_LEVEL=info")
+	env = append(env, "ACKD_LOG_LEVEL=info", "ACKD_SLACK_CHECK=off") // serve's auth.test is tested in cli
 	r := &rig{t: t, bin: bin, dir: dir, config: config, addr: addr, env: env}
 	t.Cleanup(r.killAll)
 	return r
