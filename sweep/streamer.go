@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -875,7 +876,10 @@ func (s *streamer) endStopped(ctx context.Context) (Outcome, error) {
 	if s.status != "" {
 		s.setStatus(ctx, "")
 	}
-	s.endSession(ctx)
+	if !strings.HasPrefix(why, EventAgentSessionStopped) {
+		// With the event, its own row sets the session active.
+		s.endSession(ctx)
+	}
 	s.obs.Streamed(StreamStopped, "")
 	s.log.Info("stream stopped by the user", "channel", s.tgt.channel, "thread_ts", s.tgt.thread, "shown", s.sent, "why", why)
 	out := s.result(s.sent, "")
