@@ -43,6 +43,23 @@ func endless(gap time.Duration, closed chan<- struct{}) func(http.ResponseWriter
 	}
 }
 
+// quietAfter answers line, then nothing until the client closes the
+// request, then closes closed: an agent thinking when Stop comes.
+func quietAfter(line string, closed chan<- struct{}) func(http.ResponseWriter, *http.Request) error {
+	var once sync.Once
+	return func(w http.ResponseWriter, r *http.Request) error {
+		defer once.Do(func() { close(closed) })
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		return r.Context().Err()
+	}
+}
+
 // stopRow records the agent_session_stopped event ev as the ingress does:
 // its receipt, the stored request and its stream_stop row.
 func (f *streamFixture) stopRow(t *testing.T, eventID string, ev map[string]any) {
@@ -414,4 +431,71 @@ func TestStreamFinalStreamErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Twenty-five answers started within a minute in one workspace all
+// arrive, none twice: chat.startStream and chat.stopStream (Tier 2) answer
+// 429 past their rate, and the streams wait for Retry-After without
+// spending an attempt.
+func TestStreamBurstOf25UnderTier2(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	f.slack.SetRateLimit("chat.startStream", 5, 2*time.Second)
+	f.slack.SetRateLimit("chat.stopStream", 5, 2*time.Second)
+	threads := []string{streamTS}
+	keys := []string{streamKey}
+	for i := 1; i < 25; i++ {
+		ts := fmt.Sprintf("1700000001.%06d", i)
+		key := fmt.Sprintf("EvB%d:agent", i)
+		p, _ := sweep.Payload{Route: "agent", Source: sweep.SourceEvent, TimeoutMS: 20_000, Params: sweep.Params{URL: f.agent.URL},
+			Facts: sweep.Facts{EventID: fmt.Sprintf("EvB%d", i), Channel: streamChannel, TS: ts, User: "U1", Team: "T1"}}.Encode()
+		if _, err := f.st.RecordIntent(context.Background(), store.Intent{EventID: fmt.Sprintf("EvB%d", i), EventType: "app_mention",
+			Rows: []store.NewRow{{Key: key, Effect: "stream", Payload: p}}}); err != nil {
+			t.Fatal(err)
+		}
+		threads, keys = append(threads, ts), append(keys, key)
+	}
+	f.agent.answer(ndjson(5*time.Millisecond, textLine("An "), textLine("answer.")))
+	sw := sweep.New(f.st, sweep.Effects(f.ec), sweep.Config{Lease: time.Minute, Workers: 25, Batch: 25}, quiet(), nil)
+	for round := 0; ; round++ {
+		if _, err := sw.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		q, err := f.st.Queue(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Pending == 0 {
+			break
+		}
+		if round > 20 {
+			t.Fatalf("rows still pending after %d sweeps: %+v", round, q)
+		}
+		f.clock.Advance(time.Minute) // a row that could not wait inline is due again
+	}
+	limited := 0
+	for _, c := range f.slack.CallsTo("chat.startStream") {
+		if c.Answer == "http_429" {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("no chat.startStream was rate limited: the test proves nothing")
+	}
+	for i, key := range keys {
+		r, err := f.st.GetByKey(context.Background(), key)
+		if err != nil || r.Status != store.StatusDone || r.Attempts != 1 {
+			t.Fatalf("row %s: %s, %d attempts (%v), want done on its one attempt", key, r.Status, r.Attempts, err)
+		}
+		var shown []string
+		for _, m := range f.slack.Messages(streamChannel) {
+			if m.BotID != "" && m.ThreadTS == threads[i] && m.TS != threads[i] {
+				shown = append(shown, m.Text)
+			}
+		}
+		if len(shown) != 1 || shown[0] != "An answer." {
+			t.Fatalf("thread %s shows %q, want the answer once", threads[i], shown)
+		}
+	}
+	t.Logf("%d of %d chat.startStream calls answered 429", limited, len(f.slack.CallsTo("chat.startStream")))
 }
