@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ackd/ackd/store"
 )
@@ -46,6 +47,23 @@ func testStreamStops(t *testing.T, newDB NewDB) {
 		_, err := s.RecordStop(ctx, store.StreamStop{Channel: "C1", ThreadTS: "1.000001", StopTS: "soon"})
 		if !errors.Is(err, store.ErrFilter) {
 			t.Fatalf("a bad ts: %v", err)
+		}
+	})
+	t.Run("stops are pruned on done rows' retention", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		if _, err := s.RecordStop(ctx, store.StreamStop{Channel: "C1", ThreadTS: "1.1", StopTS: "1700000000.000001", EventID: "Ev"}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := s.Prune(ctx, 48*time.Hour, 7*24*time.Hour, 10); err != nil || res.Stops != 0 {
+			t.Fatalf("fresh stop pruned: %+v %v", res, err)
+		}
+		db.Advance(8 * 24 * time.Hour)
+		if res, err := s.Prune(ctx, 48*time.Hour, 7*24*time.Hour, 10); err != nil || res.Stops != 1 {
+			t.Fatalf("old stop not pruned: %+v %v", res, err)
+		}
+		if got, _ := s.StreamStopped(ctx, "C1", "1.1"); got != "" {
+			t.Fatalf("stop %q after its prune", got)
 		}
 	})
 	t.Run("concurrent stops from two stores leave the newest", func(t *testing.T) {
