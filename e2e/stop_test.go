@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx", to read a replica's database
+
 	"github.com/ackd/ackd/internal/fakeslack"
+	"github.com/ackd/ackd/internal/pgtest"
 )
 
 // A user's Stop with the real binary (issue 39): the agent_session_stopped
@@ -107,13 +110,20 @@ type stopRig struct {
 }
 
 func newStopRig(t *testing.T, seed uint64) *stopRig {
-	rng := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), seed))
 	dir := t.TempDir()
-	s := &stopRig{api: fakeslack.New(t, stopToken), agent: newStopAgent(t), db: filepath.Join(dir, "ackd.db")}
+	return newStopRigOn(t, seed, dir, filepath.Join(dir, "ackd.db"), fakeslack.New(t, stopToken), newStopAgent(t))
+}
+
+// newStopRigOn is a daemon on db (a PostgreSQL URL: a replica) with the
+// given Slack and agent.
+func newStopRigOn(t *testing.T, seed uint64, dir, db string, api *fakeslack.Server, agent *stopAgent) *stopRig {
+	rng := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), seed))
+	s := &stopRig{api: api, agent: agent, db: db}
 	addr := freeAddr(t, rng)
-	cfg := filepath.Join(dir, "ackd.toml")
+	cfg := filepath.Join(dir, fmt.Sprintf("ackd-%d.toml", seed))
 	writeStopConfig(t, cfg, addr, s.db, s.api.URL(), s.agent.srv.URL)
 	s.r = newRig(t, ackdBin, dir, cfg, addr, map[string]string{"SLACK_SIGNING_SECRET": boltSecret, "SLACK_BOT_TOKEN": stopToken})
+	s.r.prefix = fmt.Sprintf("r%d-", seed)
 	s.url = "http://" + addr + "/slack/events"
 	if err := s.r.start(); err != nil {
 		t.Fatal(err)
@@ -140,7 +150,11 @@ func (s *stopRig) ask(t *testing.T) {
 // row is the stream row's status and note.
 func (s *stopRig) row(t *testing.T) (status, note string) {
 	t.Helper()
-	h, err := sql.Open("sqlite", "file:"+s.db+"?mode=ro&_pragma=busy_timeout(10000)")
+	driver, dsn := "sqlite", "file:"+s.db+"?mode=ro&_pragma=busy_timeout(10000)"
+	if strings.HasPrefix(s.db, "postgres") {
+		driver, dsn = "pgx", s.db
+	}
+	h, err := sql.Open(driver, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +174,7 @@ func (s *stopRig) stoppedOnce(t *testing.T, why string) {
 		t.Fatal("the agent's request was not closed")
 	}
 	waitUntil(t, "the row done", 20*time.Second, func() bool { st, _ := s.row(t); return st == "done" })
-	if _, note := s.row(t); note != "stopped by the user ("+why+")" {
+	if _, note := s.row(t); note != "stopped by the user ("+why+")" && (why != "" || !strings.HasPrefix(note, "stopped by the user (")) {
 		t.Fatalf("note %q", note)
 	}
 	var bot int
@@ -227,4 +241,24 @@ func TestStopE2E(t *testing.T) {
 			t.Fatalf("the thread shows %q", texts)
 		}
 	})
+}
+
+// Stop with two replicas on PostgreSQL, real processes: the question
+// reaches replica 0, the stop replica 1. Whichever streams the answer
+// closes the agent's request and ends the row done; one message.
+func TestStopE2EReplicasPostgres(t *testing.T) {
+	pgtest.Need(t)
+	t.Parallel()
+	dir, db := t.TempDir(), pgtest.URL(t)
+	api, agent := fakeslack.New(t, stopToken), newStopAgent(t)
+	r0 := newStopRigOn(t, 50, dir, db, api, agent)
+	r1 := newStopRigOn(t, 51, dir, db, api, agent)
+	r0.ask(t)
+	ev := api.StopByUser(stopChannel, stopThread, "U0E2E")
+	r1.send(t, fakeslack.StoppedEnvelope("EvStopRep", "T0E2E", ev))
+	// Heard from the stop (in-process or from the database) or from
+	// chat.appendStream's stopped_by_user, whichever comes first.
+	r0.stoppedOnce(t, "")
+	t.Logf("the thread's Web API calls, in order (two replicas):\n\t%s",
+		strings.Join(api.ThreadCalls(stopChannel, stopThread), "\n\t"))
 }
