@@ -487,3 +487,35 @@ CREATE TABLE ackd_route_pauses (
   paused_at INTEGER NOT NULL,
   paused_by TEXT    NOT NULL
 );
+
+-- migrate: 15
+-- cost: placeholder on branch i-stop: another branch's migration 15 takes this place at merge
+
+SELECT 1;
+
+-- migrate: 16
+-- cost: placeholder on branch i-stop: another branch's migration 16 takes this place at merge
+
+SELECT 1;
+
+-- migrate: 17
+-- cost: a new table, reads no row
+
+-- Users' stops of agents' answers (Slack's agent_session_stopped, DESIGN
+-- §12 "Agent sessions"): one row per thread, the newest stop. A stream row
+-- of that channel and thread whose own event is older than stop_us (the
+-- stop's event_ts in microseconds, Slack's clock) ends done, "stopped by
+-- the user", in whichever process holds it: its sweep reads this row (by
+-- primary key) before it asks the agent and every few seconds while it
+-- streams. A question asked after the stop is newer and is not cancelled.
+-- Written by the sweep (the stop's own outbox row), never on the ack path.
+-- recorded_at is the store's clock (ms).
+CREATE TABLE ackd_stream_stops (
+  channel     TEXT    NOT NULL,
+  thread_ts   TEXT    NOT NULL,
+  stop_ts     TEXT    NOT NULL,
+  stop_us     INTEGER NOT NULL,
+  event_id    TEXT    NOT NULL,
+  recorded_at INTEGER NOT NULL,
+  PRIMARY KEY (channel, thread_ts)
+);

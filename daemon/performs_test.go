@@ -18,8 +18,8 @@ func TestDaemonRecordsWhatItPerforms(t *testing.T) {
 		want string
 	}{
 		{"with the bot token and forward secret", config.Secrets{BotToken: "xoxb-1", ForwardSecret: "fwd"},
-			"forward " + sweep.CapForwardSigned + " log post react redeliver respond stream update"},
-		{"without them", config.Secrets{}, "forward log redeliver respond"},
+			"forward " + sweep.CapForwardSigned + " log post react redeliver respond stream stream_stop update"},
+		{"without them", config.Secrets{}, "forward log redeliver respond stream_stop"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startServer(t, configFor(t, ""), daemon.Options{Secrets: tc.sec})

@@ -69,6 +69,15 @@ func eventRows(c *config.Config, env Envelope) ([]store.NewRow, string, error) {
 		}
 		rows = append(rows, row)
 	}
+	if in.Type == sweep.EventAgentSessionStopped {
+		// A user's Stop cancels the thread's stream rows, whatever the
+		// routes: ackd's own row records it (sweep/stop.go).
+		row, err := sweep.StopRow(facts)
+		if err != nil {
+			return nil, "", err
+		}
+		rows = append(rows, row)
+	}
 	if len(rows) == 0 {
 		return nil, ignoredUnrouted, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -93,7 +94,10 @@ var (
 		"reaction_added": {"reactions:read"},
 		// docs.slack.dev/reference/events/assistant_thread_started: assistant:write.
 		"assistant_thread_started": {"assistant:write"},
-		"message":                  {"channels:history", "groups:history", "im:history", "mpim:history"},
+		// docs.slack.dev/reference/events/agent_session_stopped: chat:write
+		// (slack-ruby/slack-api-ref's mirror of Slack's event JSON).
+		"agent_session_stopped": {"chat:write"},
+		"message":               {"channels:history", "groups:history", "im:history", "mpim:history"},
 	}
 	wantMessageEvents = []string{"message.channels", "message.groups", "message.im", "message.mpim"}
 	historyScopes     = []string{"channels:history", "groups:history", "im:history", "mpim:history"}
@@ -308,9 +312,10 @@ func TestEffectsCallOnlyWhatTheManifestGrants(t *testing.T) {
 	env := `{"type":"event_callback","event_id":"Ev1","event":{"type":"app_mention","channel":"C1","ts":"1.000001","text":"hi"}}`
 	for _, effect := range slices.Sorted(mapsKeys(reg)) {
 		step := effect == sweep.EffectStep || effect == sweep.EffectStepDeadline
+		stop := effect == sweep.EffectStreamStop
 		for _, source := range []string{sweep.SourceEvent, sweep.SourceCommand} {
-			if step && source != sweep.SourceEvent {
-				continue // a step takes function_executed
+			if (step || stop) && source != sweep.SourceEvent {
+				continue // a step takes function_executed, a stop agent_session_stopped
 			}
 			t.Run(effect+"/"+source, func(t *testing.T) {
 				route := config.Route{Name: "r", Effect: effect, Text: "x", Reaction: "eyes", URL: hook.URL()}
@@ -321,6 +326,9 @@ func TestEffectsCallOnlyWhatTheManifestGrants(t *testing.T) {
 					fake.AddExecution("Fx"+effect, "xwfp-"+effect)
 					env = `{"type":"event_callback","event_id":"Ev1","event":{"type":"function_executed","function_execution_id":"Fx` +
 						effect + `","bot_access_token":"xwfp-` + effect + `","function":{"callback_id":"approve"}}}`
+				case stop:
+					route.Event = "agent_session_stopped"
+					env = `{"type":"event_callback","event_id":"Ev1","event":{"type":"agent_session_stopped","channel":"C1","user":"U1","thread_ts":"1.000001","streaming_message_ts":["1.000002"],"event_ts":"1.000003"}}`
 				case source == sweep.SourceEvent:
 					route.Event = "app_mention"
 				default:
@@ -341,7 +349,10 @@ func TestEffectsCallOnlyWhatTheManifestGrants(t *testing.T) {
 				hook.Script(fakeslack.Response{Body: reply})
 				p := sweep.Payload{Route: "r", Source: source,
 					Params: sweep.Params{Text: "x", Reaction: "eyes", URL: hook.URL(), ResponseURL: hook.URL(), Thread: true},
-					Facts:  sweep.Facts{EventID: "Ev1", Channel: "C1", TS: "1.000001", ResponseURL: hook.URL()}}
+					Facts:  sweep.Facts{EventID: "Ev1", Team: "T1", User: "U1", Channel: "C1", TS: "1.000001", ResponseURL: hook.URL()}}
+				if stop {
+					p.Facts.ThreadTS = "1.000001"
+				}
 				if source == sweep.SourceEvent {
 					p.Raw = json.RawMessage(env)
 					p.Facts.ResponseURL = "" // events carry none
@@ -352,7 +363,8 @@ func TestEffectsCallOnlyWhatTheManifestGrants(t *testing.T) {
 				if source != sweep.SourceEvent {
 					req = &store.Request{ContentType: "application/x-www-form-urlencoded", Body: []byte("command=%2Fx&channel_id=C1")}
 				}
-				jobs := []sweep.Job{{Row: store.Row{ID: 1, Key: "k", Effect: effect, OutcomeUnknown: true, RequestID: "Ev1", Request: req}, Payload: p, Attempt: 2}}
+				jobs := []sweep.Job{{Row: store.Row{ID: 1, Key: "k", Effect: effect, OutcomeUnknown: true, RequestID: "Ev1", Request: req}, Payload: p, Attempt: 2,
+					Stops: &memStops{}}}
 				for len(jobs) > 0 {
 					job := jobs[0]
 					jobs = jobs[1:]
@@ -586,4 +598,32 @@ func TestCheckURL(t *testing.T) {
 	if got, err := CheckURL("https://a.example.com/ackd/"); err != nil || got != "https://a.example.com/ackd" {
 		t.Errorf("CheckURL with a path = %q, %v", got, err)
 	}
+}
+
+// memStops keeps users' stops in memory, for effects performed without a
+// store (store.StreamStops).
+type memStops struct {
+	mu    sync.Mutex
+	stops map[string]string
+}
+
+func (m *memStops) RecordStop(_ context.Context, st store.StreamStop) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stops == nil {
+		m.stops = map[string]string{}
+	}
+	k := st.Channel + "/" + st.ThreadTS
+	cur, _ := store.SlackTSMicros(m.stops[k])
+	if n, ok := store.SlackTSMicros(st.StopTS); !ok || n <= cur {
+		return false, nil
+	}
+	m.stops[k] = st.StopTS
+	return true, nil
+}
+
+func (m *memStops) StreamStopped(_ context.Context, channel, threadTS string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stops[channel+"/"+threadTS], nil
 }

@@ -142,6 +142,10 @@ func effectMethods(effect, source string, confirm bool) (methods []string, known
 	case "stream":
 		return append([]string{"assistant.threads.setStatus", "chat.startStream", "chat.appendStream",
 			"chat.stopStream", "chat.update", "chat.delete", "agents.sessions.setStatus"}, post...), true
+	case sweep.EffectStreamStop:
+		// A user's Stop: the session set active (or, where the app is no
+		// agent, the thread's status cleared).
+		return []string{"agents.sessions.setStatus", "assistant.threads.setStatus"}, true
 	}
 	return nil, false
 }

@@ -79,7 +79,7 @@ url    = "http://127.0.0.1:1/agent"
 		Stream: sweep.StreamConfig{FlushEvery: 10 * time.Millisecond}})
 	env := `{"type":"event_callback","event_id":"Ev1","event":{"type":"app_mention","channel":"C1","ts":"1.000001","text":"hi"}}`
 	p := sweep.Payload{Route: "agent", Source: sweep.SourceEvent, Params: sweep.Params{URL: agent.URL},
-		Facts: sweep.Facts{EventID: "Ev1", Channel: "C1", TS: "1.000001"}, Raw: json.RawMessage(env)}
+		Facts: sweep.Facts{EventID: "Ev1", Team: "T1", User: "U1", Channel: "C1", TS: "1.000001"}, Raw: json.RawMessage(env)}
 	run := func(prog *memProgress) {
 		job := sweep.Job{Row: store.Row{ID: 1, Key: "Ev1:agent", Effect: "stream"}, Payload: p, Attempt: 1, Progress: prog}
 		if _, err := reg["stream"].Perform(context.Background(), job); err != nil {
@@ -92,7 +92,8 @@ url    = "http://127.0.0.1:1/agent"
 	api := slack.New("xoxb-test", slack.OptionAPIURL(fake.URL()))
 	var msgs []map[string]any
 	for range 2 {
-		_, ts, err := api.StartStream("C1", slack.MsgOptionTS("1.000001"), slack.MsgOptionMarkdownText("old"))
+		_, ts, err := api.StartStream("C1", slack.MsgOptionTS("1.000001"), slack.MsgOptionMarkdownText("old"),
+			slack.MsgOptionRecipientUserID("U1"), slack.MsgOptionRecipientTeamID("T1"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -159,6 +159,7 @@ type PruneResult struct {
 	Done      int64
 	Discarded int64 // discarded rows, pruned on done rows' retention
 	Requests  int64 // stored Slack requests no row needs any more
+	Stops     int64 // users' stops (ackd_stream_stops), pruned on done rows' retention
 }
 
 // Queue is the cheap view of the outbox used by metrics, health and

@@ -212,6 +212,9 @@ type Store interface {
 	Replayer
 	Browser
 
+	// Users' stops of agents' answers (agent_session_stopped): stops.go.
+	StreamStops
+
 	// Now is the clock the store stamps rows with.
 	Now() time.Time
 	// Engine names the engine ("sqlite", "postgres"); Location says where

@@ -31,6 +31,10 @@ var permanentCodes = map[string]bool{
 	"edit_window_closed": true, "invalid_name": true, "too_many_emoji": true,
 	"too_many_reactions": true, "thread_locked": true, "restricted_action": true,
 	"invalid_arguments": true, "expired_url": true, "used_url": true,
+	// The streaming methods' (2026): another app's message, and a stream
+	// outside a DM without its recipient. stopped_by_user is not a
+	// failure but a stop (stop.go).
+	"message_not_owned_by_app": true, "missing_recipient_user_id": true, "missing_recipient_team_id": true,
 }
 
 // Classify decides what the sweep does with an effect error: the one place

@@ -26,6 +26,10 @@ type Job struct {
 	// finish it. A sweep always sets it; nil when a performer is called
 	// directly (a test).
 	Progress Progress
+	// Stops is the store's record of users' stops (stop.go): a stream
+	// reads its thread's, a stream_stop row writes one. A sweep always
+	// sets it; nil when a performer is called directly.
+	Stops store.StreamStops
 }
 
 // Progress is one claimed row's saved progress (see Job.Progress).

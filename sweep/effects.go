@@ -74,7 +74,8 @@ type EffectConfig struct {
 
 // Effects returns the performers for every effect a route can name: log,
 // post, react, update, forward, respond, redeliver, step (with
-// step_deadline, the timer a step row brings) and stream. They share one Slack client with
+// step_deadline, the timer a step row brings), stream, and stream_stop (the
+// row of a user's Stop: stop.go). They share one Slack client with
 // slack-go's own retries off: a failed attempt goes back to the outbox, which
 // reschedules it, rather than sleeping inside the call.
 func Effects(cfg EffectConfig) Registry {
@@ -119,6 +120,7 @@ func Effects(cfg EffectConfig) Registry {
 		EffectStep:         PerformerFunc(e.step),
 		EffectStepDeadline: PerformerFunc(e.stepDeadline),
 		"stream":           PerformerFunc(e.stream),
+		EffectStreamStop:   PerformerFunc(e.streamStop),
 	}
 }
 
@@ -156,6 +158,12 @@ type effects struct {
 	// the lookups that need it at once.
 	ids    sync.Map
 	whoami singleflight.Group
+	// stops is the streams this process runs, told at once of a stop
+	// of their thread performed here (stop.go); noSessions holds, by
+	// installation, until when agents.sessions.setStatus is not asked
+	// (it answered not_authorized or feature_disabled).
+	stops      stopBoard
+	noSessions sync.Map
 }
 
 // render renders the template param key, or returns def when src is empty.

@@ -354,7 +354,7 @@ func TestLogEffect(t *testing.T) {
 
 func TestRegistryNamesEveryEffect(t *testing.T) {
 	reg := Effects(EffectConfig{})
-	names := []string{"log", "post", "react", "update", "forward", "respond", "redeliver", "step", "step_deadline", "stream"}
+	names := []string{"log", "post", "react", "update", "forward", "respond", "redeliver", "step", "step_deadline", "stream", "stream_stop"}
 	for _, name := range names {
 		if reg[name] == nil {
 			t.Errorf("no performer for %q", name)

@@ -84,8 +84,10 @@ func TestPerforms(t *testing.T) {
 		want []string
 	}{
 		{"every credential", sweep.EffectConfig{BotToken: "xoxb-1", ForwardSecret: "f", RedeliverSecret: "r"},
-			[]string{"forward", sweep.CapForwardSigned, "log", "post", "react", "redeliver", "respond", "stream", "update"}},
-		{"none", sweep.EffectConfig{}, []string{"forward", "log", "respond"}},
+			[]string{"forward", sweep.CapForwardSigned, "log", "post", "react", "redeliver", "respond", "stream", sweep.EffectStreamStop, "update"}},
+		// A user's stop is recorded without a token (its session call is a
+		// courtesy): every ackd records it.
+		{"none", sweep.EffectConfig{}, []string{"forward", "log", "respond", sweep.EffectStreamStop}},
 	} {
 		sw := sweep.New(s, sweep.Effects(tc.ec), sweep.Config{Skip: tc.ec.Unavailable()}, quiet(), nil)
 		if got := sw.Performs(tc.ec); !slices.Equal(got, tc.want) {

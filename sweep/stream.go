@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"log/slog"
 	"mime"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/ackd/ackd/store"
 )
 
 // Agent replies: the stream effect (DESIGN §11, "Agent replies").
@@ -87,6 +90,11 @@ type StreamConfig struct {
 	// are not forced by a new message (default 500ms); 2,048 new
 	// characters force one sooner.
 	SaveEvery time.Duration
+	// StopPoll is how often a running stream reads its thread's stop
+	// from the database (default DefaultStopPoll): a stop performed by
+	// another process (a replica) is noticed within it. A stop performed
+	// by this process is noticed at once.
+	StopPoll time.Duration
 }
 
 func (c StreamConfig) withDefaults() StreamConfig {
@@ -102,6 +110,9 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	if c.SaveEvery <= 0 {
 		c.SaveEvery = 500 * time.Millisecond
 	}
+	if c.StopPoll <= 0 {
+		c.StopPoll = DefaultStopPoll
+	}
 	return c
 }
 
@@ -115,6 +126,7 @@ const (
 	StreamRolledOver = "rolled_over" // Slack stopped a message; the answer went on in a new one
 	StreamRecovered  = "recovered"   // an answer was finished in the messages an earlier attempt started
 	StreamCut        = "cut"         // an answer was cut ([stream] max_chars, or the route's timeout)
+	StreamStopped    = "stopped"     // the user pressed Stop (stop.go)
 )
 
 // StreamObserver is told what streams do (metrics). It must be safe for
@@ -195,12 +207,13 @@ func (e *effects) stream(ctx context.Context, job Job) (Outcome, error) {
 		return Outcome{}, err
 	}
 	h.Set("Accept", acceptAgent)
-	api, _, err := e.client(ctx, job)
+	api, tok, err := e.client(ctx, job)
 	if err != nil {
 		return Outcome{}, err
 	}
 	s := &streamer{e: e, api: api, job: job, tgt: tgt, cfg: e.cfg.Stream.withDefaults(), obs: e.cfg.StreamObserver,
-		log: e.log.With("key", job.Row.Key, "attempt", job.Attempt), cur: -1}
+		log: e.log.With("key", job.Row.Key, "attempt", job.Attempt), cur: -1,
+		sess: sessionCall{e: e, api: api, token: tok, install: p.Facts.Install, key: job.Row.Key}}
 	if s.obs == nil {
 		s.obs = noStreamObserver{}
 	}
@@ -209,8 +222,42 @@ func (e *effects) stream(ctx context.Context, job Job) (Outcome, error) {
 	}
 	s.readBy = readBy(ctx, time.Now())
 
+	// A user's Stop (stop.go): this process's stops are heard from before
+	// the first read of the database's, so that none falls between; a
+	// stop ends every call of the attempt (sctx) and closes the agent's
+	// request.
+	sctx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+	s.user.cancel = cancelAll
+	askedUS, _ := store.SlackTSMicros(askedTS(p, tgt))
+	w, unwatch := e.stops.watch(tgt.channel, tgt.thread, askedUS)
+	defer unwatch()
+	if stopped, err := s.stopRecorded(ctx, askedUS); err != nil {
+		return Outcome{}, err
+	} else if stopped {
+		s.user.mark("agent_session_stopped, before the answer began")
+		return s.endStopped(ctx)
+	}
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		s.watchStops(sctx, w, askedUS)
+	}()
+	out, err := s.run(sctx, body, h)
+	cancelAll()
+	<-watching
+	if s.user.stopped.Load() {
+		return s.endStopped(ctx)
+	}
+	return out, err
+}
+
+// run asks the agent and shows its answer (see the top of this file).
+func (s *streamer) run(ctx context.Context, body []byte, h http.Header) (Outcome, error) {
+	e, job := s.e, s.job
 	// Status first, then the agent. A stream an earlier attempt left open
 	// is stopped first: nobody appends to it any more.
+	s.sess.set(ctx, s.tgt.channel, s.tgt.thread, "processing")
 	s.setStatus(ctx, s.cfg.Status)
 	if s.recovering {
 		s.stopOld(ctx)
@@ -219,7 +266,7 @@ func (e *effects) stream(ctx context.Context, job Job) (Outcome, error) {
 	asked := time.Now()
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	resp, err := e.sendJSON(actx, p.Params.URL, body, h)
+	resp, err := e.sendJSON(actx, job.Payload.Params.URL, body, h)
 	if err != nil {
 		return s.failed(ctx, Classify(err))
 	}
@@ -228,13 +275,14 @@ func (e *effects) stream(ctx context.Context, job Job) (Outcome, error) {
 		b, _ := readBody(resp.Body)
 		return s.failed(ctx, httpResponse{status: resp.StatusCode, header: resp.Header, body: b}.failure(e.cfg.Now()))
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ctype := resp.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ctype)
 	if !ndjsonTypes[mt] {
 		b, err := readBody(resp.Body)
 		if err != nil {
 			return s.failed(ctx, Classify(err))
 		}
-		return s.jsonAnswer(ctx, b, time.Since(asked))
+		return s.jsonAnswer(ctx, b, ctype, resp.StatusCode, time.Since(asked))
 	}
 	rep := readAgent(resp.Body, s.cfg.MaxChars, asked)
 	defer func() {
@@ -245,6 +293,14 @@ func (e *effects) stream(ctx context.Context, job Job) (Outcome, error) {
 		return s.recover(ctx, rep, cancel)
 	}
 	return s.pump(ctx, rep, cancel)
+}
+
+// emptyAnswer is the failure of an agent that answered without text: an
+// answer that shows nothing is not an answer (retried, then parked with
+// [stream] failed_text).
+func emptyAnswer(status int, ctype, detail string) *Failure {
+	return &Failure{Class: Retryable, Code: "empty_answer",
+		Err: fmt.Errorf("the agent answered %d with no text to show (Content-Type %q%s)", status, ctype, detail)}
 }
 
 // readBy is when the agent's answer must be complete: a part of the
@@ -258,8 +314,8 @@ func readBy(ctx context.Context, now time.Time) time.Time {
 	return dl.Add(-min(15*time.Second, dl.Sub(now)/5))
 }
 
-// jsonAnswer handles an agent's JSON answer.
-func (s *streamer) jsonAnswer(ctx context.Context, b []byte, took time.Duration) (Outcome, error) {
+// jsonAnswer handles an agent's JSON answer (or one of no known type).
+func (s *streamer) jsonAnswer(ctx context.Context, b []byte, ctype string, status int, took time.Duration) (Outcome, error) {
 	var r forwardReply
 	if len(bytes.TrimSpace(b)) > 0 && json.Unmarshal(b, &r) != nil {
 		r = forwardReply{}
@@ -268,6 +324,9 @@ func (s *streamer) jsonAnswer(ctx context.Context, b []byte, took time.Duration)
 		s.obs.FirstText(took)
 	}
 	if s.recovering {
+		if r.Text == "" {
+			return s.failed(ctx, emptyAnswer(status, ctype, fmt.Sprintf(", %d bytes", len(b))))
+		}
 		// An earlier attempt showed part of a streamed answer: this one is
 		// shown in the same messages. Blocks cannot be laid out over them.
 		text := []rune(r.Text)
@@ -280,19 +339,19 @@ func (s *streamer) jsonAnswer(ctx context.Context, b []byte, took time.Duration)
 	job := s.job
 	job.Payload.Facts.Channel, job.Payload.Facts.ThreadTS = s.tgt.channel, s.tgt.thread
 	fu, ok, err := followUp(job, b)
-	res := map[string]any{"status": 200, "reply": "json"}
-	if ok {
-		res["follow_up"] = fu.Key
-		o := result(res)
-		o.FollowUps = append(o.FollowUps, fu)
-		return o, nil
+	if !ok {
+		detail := fmt.Sprintf(", %d bytes", len(b))
+		if err != nil {
+			detail += ": " + err.Error()
+		}
+		return s.failed(ctx, emptyAnswer(status, ctype, detail))
 	}
-	if err != nil {
-		res["reply_ignored"] = err.Error()
-	}
-	// Nothing to post: the status must not stay.
-	s.setStatus(ctx, "")
-	return result(res), nil
+	res := map[string]any{"status": 200, "reply": "json", "follow_up": fu.Key}
+	o := result(res)
+	o.FollowUps = append(o.FollowUps, fu)
+	// The answer is posted by its own row, now: the session is over.
+	s.endSession(ctx)
+	return o, nil
 }
 
 // failed handles an agent failure (or one of Slack's that ends the attempt).
@@ -300,14 +359,16 @@ func (s *streamer) jsonAnswer(ctx context.Context, b []byte, took time.Duration)
 // thread: the answer's messages end with what was received and a note, or,
 // with nothing shown, [stream] failed_text is posted.
 func (s *streamer) failed(ctx context.Context, f *Failure) (Outcome, error) {
-	if !s.final(f) || errors.Is(ctx.Err(), context.Canceled) {
-		// Retried (or, at shutdown, left to its lease): nothing to end.
+	if !s.final(f) || errors.Is(ctx.Err(), context.Canceled) || s.user.stopped.Load() {
+		// Retried (or, at shutdown, left to its lease; or stopped by the
+		// user, which ends it otherwise): nothing to end.
 		return Outcome{}, f
 	}
 	// Ending the messages needs a little time even when ctx ran out.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	s.setStatus(ctx, "")
+	defer s.endSession(ctx)
 	if len(s.prog.Msgs) > 0 {
 		text := []rune(s.prog.Text)
 		note := []rune("\n\n_(the answer could not be finished)_")

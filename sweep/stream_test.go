@@ -586,7 +586,8 @@ func (f *streamFixture) seedDeadAttempt(t *testing.T, n int) []string {
 	text := ""
 	for i := range n {
 		part := fmt.Sprintf("old part %d. ", i)
-		_, ts, err := api.StartStream(streamChannel, slack.MsgOptionTS(streamTS), slack.MsgOptionMarkdownText(part))
+		_, ts, err := api.StartStream(streamChannel, slack.MsgOptionTS(streamTS), slack.MsgOptionMarkdownText(part),
+			slack.MsgOptionRecipientTeamID("T1"), slack.MsgOptionRecipientUserID("U1"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,10 +10,13 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/ackd/ackd/store"
 )
 
 // The Slack side of a stream row: how the agent's text becomes messages.
@@ -174,6 +177,10 @@ type streamer struct {
 	status     string
 	rolled     int
 	refused    int // new streams in a row Slack ended before any text
+
+	sess         sessionCall // the thread's agent session (stop.go)
+	sessionEnded bool        // set active already by this attempt
+	user         stopState   // the user's Stop, once heard of
 }
 
 // cutNote ends an answer that was cut.
@@ -288,6 +295,10 @@ func (s *streamer) pump(ctx context.Context, rep *agentReply, stopAgent func()) 
 				return s.abort(ctx, text, err)
 			}
 			continue
+		}
+		if done && len(full) == 0 {
+			stopAgent()
+			return s.failed(ctx, emptyAnswer(200, "application/x-ndjson", rep.detail()))
 		}
 		if done {
 			return s.finish(ctx, text, full, cut)
@@ -494,6 +505,7 @@ func (s *streamer) finish(ctx context.Context, text, full []rune, cut string) (O
 	if err := s.save(ctx, text, false); err != nil && errors.Is(err, errLeaseLost) {
 		s.log.Warn("the answer is shown, but the lease was lost before it was recorded")
 	}
+	s.endSession(ctx)
 	if cut != "" {
 		s.obs.Streamed(StreamCut, cut)
 	}
@@ -554,6 +566,11 @@ func (s *streamer) retrying(ctx context.Context, method string, call func() erro
 		err := call()
 		if err == nil {
 			return nil
+		}
+		if slackErr(err) == "stopped_by_user" {
+			// The user pressed Stop: Slack takes no more of this stream.
+			s.user.mark(method + " answered stopped_by_user")
+			return err
 		}
 		f := Classify(err)
 		var d time.Duration
@@ -667,9 +684,10 @@ func (s *streamer) recover(ctx context.Context, rep *agentReply, stopAgent func(
 				return s.failed(ctx, &Failure{Class: Retryable, Code: "agent_dropped",
 					Err: fmt.Errorf("the agent's connection ended after %d characters: %w", len(text), st.err)})
 			}
-			if len(text) > 0 {
-				s.obs.FirstText(st.firstText)
+			if len(text) == 0 {
+				return s.failed(ctx, emptyAnswer(200, "application/x-ndjson", rep.detail()))
 			}
+			s.obs.FirstText(st.firstText)
 			full := text
 			if cut != "" {
 				full = append(text[:len(text):len(text)], cutNote(cut, s.cfg.MaxChars, timeout)...)
@@ -753,6 +771,7 @@ func (s *streamer) finishRecovery(ctx context.Context, text, full []rune, cut st
 		s.log.Warn("the answer is shown, but the lease was lost before it was recorded")
 	}
 	s.setStatus(ctx, "")
+	s.endSession(ctx)
 	if cut != "" {
 		s.obs.Streamed(StreamCut, cut)
 	}
@@ -769,5 +788,105 @@ func (s *streamer) finishRecovery(ctx context.Context, text, full []rune, cut st
 		}
 		s.log.Info("stream recovered: the answer is shown in the messages an earlier attempt started", "messages", len(kept), "deleted", deleted)
 	}
+	return out, nil
+}
+
+// detail says what an answer without text held, for its failure.
+func (r *agentReply) detail() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ignored > 0 {
+		return fmt.Sprintf(", %d line(s) that were not JSON objects", r.ignored)
+	}
+	return ""
+}
+
+// endSession sets the thread's session active once the answer is over
+// (finished, parked or stopped), once per attempt.
+func (s *streamer) endSession(ctx context.Context) {
+	if s.sessionEnded {
+		return
+	}
+	s.sessionEnded = true
+	s.sess.set(ctx, s.tgt.channel, s.tgt.thread, "active")
+}
+
+// stopRecorded reports whether the database holds a stop of the thread
+// newer than the row's event (askedUS).
+func (s *streamer) stopRecorded(ctx context.Context, askedUS int64) (bool, error) {
+	if s.job.Stops == nil {
+		return false, nil
+	}
+	ts, err := s.job.Stops.StreamStopped(ctx, s.tgt.channel, s.tgt.thread)
+	if err != nil {
+		return false, &Failure{Class: Retryable, Code: "read_stop", NotSent: true, Err: err}
+	}
+	us, ok := store.SlackTSMicros(ts)
+	return ok && stopCounts(us, askedUS), nil
+}
+
+// watchStops marks the stream stopped when this process performs a stop
+// of its thread (w), or when the database shows one (read every StopPoll:
+// another process performed it), until ctx ends.
+func (s *streamer) watchStops(ctx context.Context, w *stopWatch, askedUS int64) {
+	t := time.NewTicker(s.cfg.StopPoll)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.c:
+			s.user.mark("agent_session_stopped")
+			return
+		case <-t.C:
+			stopped, err := s.stopRecorded(ctx, askedUS)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				if !failing {
+					s.log.Warn("the thread's stop could not be read; tried again", "err", err)
+				}
+				failing = true
+			case stopped:
+				s.user.mark("agent_session_stopped")
+				return
+			default:
+				failing = false
+			}
+		}
+	}
+}
+
+// endStopped ends an attempt the user stopped: nothing more is shown (the
+// agent's request is closed already), the progress records that Slack
+// holds no stream open, the session is set active, and the row is done
+// with NoteStopped.
+func (s *streamer) endStopped(ctx context.Context) (Outcome, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	why := s.user.reason()
+	for i := range s.prog.Msgs {
+		s.prog.Msgs[i].Open = false // Slack stopped them: it takes no more
+	}
+	if len(s.prog.Msgs) > 0 {
+		if err := s.save(ctx, []rune(s.prog.Text), true); err != nil && errors.Is(err, errLeaseLost) {
+			return Outcome{}, err
+		}
+	}
+	if s.status != "" {
+		s.setStatus(ctx, "")
+	}
+	if !strings.HasPrefix(why, EventAgentSessionStopped) {
+		// With the event, its own row sets the session active.
+		s.endSession(ctx)
+	}
+	s.obs.Streamed(StreamStopped, "")
+	s.log.Info("stream stopped by the user", "channel", s.tgt.channel, "thread_ts", s.tgt.thread, "shown", s.sent, "why", why)
+	out := s.result(s.sent, "")
+	var res map[string]any
+	_ = json.Unmarshal([]byte(out.Result), &res)
+	res["stopped"] = why
+	out = result(res)
+	out.Note = NoteStopped + " (" + why + ")"
 	return out, nil
 }

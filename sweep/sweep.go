@@ -325,7 +325,7 @@ func (s *Sweeper) perform(ctx context.Context, a attempt, c *completer) (res per
 			s.obs.Attempt(row.Effect, outcome, time.Since(start))
 		}
 	}()
-	job := Job{Row: row, Attempt: row.Attempts + 1, Progress: rowProgress{st: s.store, id: row.ID, token: token}}
+	job := Job{Row: row, Attempt: row.Attempts + 1, Progress: rowProgress{st: s.store, id: row.ID, token: token}, Stops: s.store}
 	if !row.ClaimExpiresAt.IsZero() && c != nil {
 		// A sweep's own claim stamped now+Lease; an inline attempt's row
 		// was written leased for another length.

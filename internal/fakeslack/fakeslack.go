@@ -34,6 +34,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +48,14 @@ type Call struct {
 	Auth   string     // the Authorization header as sent (slack-go sends the token in the form instead)
 	Params url.Values // every form parameter, token included
 	Time   time.Time
+	// Thread is the "channel/thread_ts" the call acts in, when it names
+	// one: its thread_ts (or, for agents.sessions.setStatus and
+	// assistant.threads.setStatus, channel_id and thread_ts), or the
+	// thread of the stored message its ts names (sessions.go).
+	Thread string
+	// Answer is what the fake answered: "ok", Slack's error code, or
+	// "http_429" and the like.
+	Answer string
 }
 
 // Response is one scripted answer. The zero value is the method's normal
@@ -118,6 +127,7 @@ type Server struct {
 
 	execs   map[string]*Execution // functions.go: workflow step executions, by id
 	streams *streams              // stream.go: open streams, deleted messages; nil until used
+	agents  *agentState           // sessions.go: sessions, stopped streams, rate limits; nil until used
 }
 
 // New starts a Web API server that accepts token and stops it when the test ends.
@@ -243,8 +253,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
+	c.Thread = s.threadOfLocked(c)
 	s.calls = append(s.calls, c)
+	callIndex := len(s.calls) - 1
 	resp, scripted := s.next(c.Method)
+	if !scripted {
+		resp, scripted = s.rateLimitLocked(c.Method)
+	}
 	tokenErr := s.tokenError(c.Token)
 	if functionsMethod(c.Method) && s.execToken(c.Token) {
 		tokenErr = "" // an execution's own token: completeFunction checks it
@@ -264,8 +279,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	ok := func() any {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.envelope(c)
+		body := s.envelope(c)
+		s.calls[callIndex].Answer = answerOf(body)
+		return body
 	}
+	s.mu.Lock()
+	switch {
+	case resp.Status != 0 && resp.Status != http.StatusOK:
+		s.calls[callIndex].Answer = "http_" + strconv.Itoa(resp.Status)
+	case resp.Error != "":
+		s.calls[callIndex].Answer = resp.Error
+	case resp.Body != "" || resp.Drop:
+		s.calls[callIndex].Answer = "scripted"
+	}
+	s.mu.Unlock()
 	if resp.Store {
 		body := ok() // performed now, whatever the answer will be
 		ok = func() any { return body }

@@ -1,6 +1,7 @@
 package fakeslack
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/url"
 	"time"
@@ -112,6 +113,8 @@ func (s *Server) streamEnvelope(c Call) (body map[string]any, ok bool) {
 		}
 	}
 	switch c.Method {
+	case "agents.sessions.setStatus":
+		return s.sessionSetStatus(p), true
 	case "assistant.threads.setStatus":
 		if p.Get("channel_id") == "" || p.Get("thread_ts") == "" {
 			return fail("invalid_arguments"), true
@@ -121,6 +124,10 @@ func (s *Server) streamEnvelope(c Call) (body map[string]any, ok bool) {
 		if ch == "" || p.Get("thread_ts") == "" {
 			return fail("invalid_arguments"), true
 		}
+		if code := recipientMissing(ch, p); code != "" {
+			return fail(code), true
+		}
+		s.agentsLocked().sessions[ch+"/"+p.Get("thread_ts")] = "processing" // streaming implies a session
 		b := s.botOf(c.Token)
 		ts := s.store(ch, Message{Text: p.Get("markdown_text"), User: b.UserID, BotID: b.BotID, AppID: b.AppID,
 			Subtype: "bot_message", ThreadTS: p.Get("thread_ts")})
@@ -131,6 +138,8 @@ func (s *Server) streamEnvelope(c Call) (body map[string]any, ok bool) {
 		switch {
 		case m == nil:
 			return fail("message_not_found"), true
+		case s.agentsLocked().stopped[ch+"/"+ts]:
+			return fail("stopped_by_user"), true
 		case !s.streamOpenLocked(ch, ts):
 			return fail("message_not_in_streaming_state"), true
 		case c.Method == "chat.appendStream" && p.Get("markdown_text") == "":
@@ -140,6 +149,7 @@ func (s *Server) streamEnvelope(c Call) (body map[string]any, ok bool) {
 		if c.Method == "chat.stopStream" {
 			setMetadata(m, p)
 			delete(s.streamsLocked().open, ch+"/"+ts)
+			s.agentsLocked().sessions[ch+"/"+m.ThreadTS] = cmp.Or(p.Get("session_status"), "active")
 		}
 		return map[string]any{"ok": true, "channel": ch, "ts": ts}, true
 	case "chat.delete":

@@ -2,6 +2,7 @@ package fakeslack
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestStreamWithSlackGo(t *testing.T) {
 	t.Run("a stream ends by itself after its lifetime", func(t *testing.T) {
 		s.SetStreamLifetime(50 * time.Millisecond)
 		defer s.SetStreamLifetime(DefaultStreamLifetime)
-		_, ts, err := api.StartStream(ch, slack.MsgOptionTS(thread), slack.MsgOptionMarkdownText("a"))
+		_, ts, err := api.StartStream(ch, slack.MsgOptionTS(thread), slack.MsgOptionMarkdownText("a"), slack.MsgOptionRecipientTeamID("T1"), slack.MsgOptionRecipientUserID("U1"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +87,7 @@ func TestStreamWithSlackGo(t *testing.T) {
 	})
 
 	t.Run("update and delete a stored message; limits", func(t *testing.T) {
-		_, ts, err := api.StartStream(ch, slack.MsgOptionTS(thread), slack.MsgOptionMarkdownText("first"))
+		_, ts, err := api.StartStream(ch, slack.MsgOptionTS(thread), slack.MsgOptionMarkdownText("first"), slack.MsgOptionRecipientTeamID("T1"), slack.MsgOptionRecipientUserID("U1"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,4 +118,51 @@ func TestStreamWithSlackGo(t *testing.T) {
 			t.Fatalf("stream outside a thread: %v", err)
 		}
 	})
+}
+
+// Agent sessions (sessions.go): a start opens a processing session, the
+// user's Stop refuses further appends with stopped_by_user and gives the
+// event, setStatus sets the session (not_authorized for a non-agent), and
+// a rate limit answers 429 with a Retry-After.
+func TestAgentSessionsAndStop(t *testing.T) {
+	s := New(t, "xoxb-t")
+	api := slack.New("xoxb-t", slack.OptionAPIURL(s.URL()))
+	ch, thread := "C9", "1700000000.000100"
+	if _, _, err := api.StartStream(ch, slack.MsgOptionTS(thread)); err == nil || err.Error() != "missing_recipient_user_id" {
+		t.Fatalf("start outside a DM without recipient: %v", err)
+	}
+	_, ts, err := api.StartStream(ch, slack.MsgOptionTS(thread), slack.MsgOptionRecipientTeamID("T1"), slack.MsgOptionRecipientUserID("U1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.SessionStatus(ch, thread); got != "processing" {
+		t.Fatalf("session after start = %q", got)
+	}
+	ev := s.StopByUser(ch, thread, "U1")
+	if got := ev["streaming_message_ts"].([]string); len(got) != 1 || got[0] != ts || ev["type"] != "agent_session_stopped" || ev["event_ts"] == "" {
+		t.Fatalf("event %v", ev)
+	}
+	if _, _, err := api.AppendStream(ch, ts, slack.MsgOptionMarkdownText("more")); err == nil || err.Error() != "stopped_by_user" {
+		t.Fatalf("append after stop: %v", err)
+	}
+	if got := s.SessionStatus(ch, thread); got != "processing" {
+		t.Fatalf("session after the user's stop = %q (Slack leaves it to the app)", got)
+	}
+	calls := s.ThreadCalls(ch, thread)
+	want := []string{
+		`chat.startStream → missing_recipient_user_id`,
+		`chat.startStream recipient_user_id="U1" recipient_team_id="T1"`,
+		`chat.appendStream (4 chars) → stopped_by_user`,
+	}
+	if !slices.Equal(calls, want) {
+		t.Fatalf("thread calls\n%s\nwant\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
+	}
+	s.SetRateLimit("chat.startStream", 1, time.Minute)
+	if _, _, err := api.StartStream("D1", slack.MsgOptionTS(thread)); err != nil {
+		t.Fatal(err)
+	}
+	var rl *slack.RateLimitedError
+	if _, _, err := api.StartStream("D1", slack.MsgOptionTS(thread)); !errors.As(err, &rl) || rl.RetryAfter <= 0 {
+		t.Fatalf("second start in the window: %v", err)
+	}
 }

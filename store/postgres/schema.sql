@@ -424,3 +424,35 @@ CREATE TABLE ackd_route_pauses (
   paused_at bigint NOT NULL,
   paused_by text   NOT NULL
 );
+
+-- migrate: 14
+-- cost: placeholder on branch i-stop: another branch's migration 14 takes this place at merge
+
+SELECT 1;
+
+-- migrate: 15
+-- cost: placeholder on branch i-stop: another branch's migration 15 takes this place at merge
+
+SELECT 1;
+
+-- migrate: 16
+-- cost: a new table, reads no row
+
+-- Users' stops of agents' answers (Slack's agent_session_stopped, DESIGN
+-- §12 "Agent sessions"): one row per thread, the newest stop. A stream row
+-- of that channel and thread whose own event is older than stop_us (the
+-- stop's event_ts in microseconds, Slack's clock) ends done, "stopped by
+-- the user", on whichever replica holds it: its sweep reads this row (by
+-- primary key) before it asks the agent and every few seconds while it
+-- streams. A question asked after the stop is newer and is not cancelled.
+-- Written by the sweep (the stop's own outbox row), never on the ack path.
+-- recorded_at is the database's clock (ms).
+CREATE TABLE ackd_stream_stops (
+  channel     text   NOT NULL,
+  thread_ts   text   NOT NULL,
+  stop_ts     text   NOT NULL,
+  stop_us     bigint NOT NULL,
+  event_id    text   NOT NULL,
+  recorded_at bigint NOT NULL,
+  PRIMARY KEY (channel, thread_ts)
+);

@@ -62,6 +62,16 @@ func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch i
 	if err != nil {
 		return out, fmt.Errorf("prune stored requests: %w", err)
 	}
+	// A stop matters to the stream rows asked before it: kept as long as
+	// done rows are.
+	n, err = s.deleteBatches(ctx, batch, `WITH `+clockCTE+`
+		DELETE FROM ackd_stream_stops WHERE (channel, thread_ts) IN (
+		  SELECT channel, thread_ts FROM ackd_stream_stops, clock
+		   WHERE recorded_at < clock.now - $2::bigint LIMIT $3)`, done)
+	out.Stops = n
+	if err != nil {
+		return out, fmt.Errorf("prune stops: %w", err)
+	}
 	return out, nil
 }
 

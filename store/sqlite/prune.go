@@ -71,6 +71,16 @@ func (s *Store) Prune(ctx context.Context, receipts, done time.Duration, batch i
 	if err != nil {
 		return out, fmt.Errorf("prune stored requests: %w", err)
 	}
+	// A stop matters to the stream rows asked before it: kept as long as
+	// done rows are.
+	n, err = s.deleteSlices(ctx, batch,
+		`DELETE FROM ackd_stream_stops WHERE rowid IN (
+		   SELECT rowid FROM ackd_stream_stops WHERE recorded_at < ? LIMIT ?)`,
+		ms(now.Add(-done)))
+	out.Stops = n
+	if err != nil {
+		return out, fmt.Errorf("prune stops: %w", err)
+	}
 	return out, nil
 }
 
