@@ -424,3 +424,25 @@ CREATE TABLE ackd_route_pauses (
   paused_at bigint NOT NULL,
   paused_by text   NOT NULL
 );
+
+-- migrate: 14
+-- cost: nothing: a placeholder, reads no row
+
+-- Placeholder on branch i-replay for migration 14 of another branch of
+-- issue 38 (merged before this one): it changes nothing, and the merge
+-- replaces this section with that branch's.
+SELECT 1;
+
+-- migrate: 15
+-- cost: a new table, reads no row
+
+-- Replay numbers (issue 38): the highest N handed out for each original
+-- key's replays (<key>#r<N>). Pruning never deletes a row here, so no
+-- number is handed out twice on this database, even after the replay rows
+-- that bore it were pruned: a handler that remembers keys longer than ackd
+-- keeps rows would drop a replay under a reused key. One small row per key
+-- ever replayed.
+CREATE TABLE ackd_replay_numbers (
+  base_key text   COLLATE "C" PRIMARY KEY,
+  last_n   bigint NOT NULL CHECK (last_n > 0)
+);
