@@ -98,9 +98,9 @@ type Options struct {
 
 // Console is the operator console's handler.
 type Console struct {
-	opts  Options
-	log   *slog.Logger
-	tmpl  map[string]*template.Template
+	opts    Options
+	log     *slog.Logger
+	tmpl    map[string]*template.Template
 	csrf    string // the token every POST must carry
 	formKey []byte // the key of the forms' nonces
 	guard   *guard
