@@ -194,7 +194,8 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if ok { // a browser's first request carries no password: not a guess
 			failures, log, suppressed := c.guard.failed(key, now)
 			if log {
-				c.log.Warn("console: failed login", "remote", remote(r), "client", key, "user", short(user, 40),
+				// Not the user name: a password typed into it would be logged.
+				c.log.Warn("console: failed login", "remote", remote(r), "client", key,
 					"failures", failures, "suppressed", suppressed)
 			}
 		}

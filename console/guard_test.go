@@ -170,3 +170,35 @@ func schema(t *testing.T) string {
 	}
 	return string(b)
 }
+
+func TestConsoleFormExpires(t *testing.T) {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ackd.db"), store.Options{Schema: schema(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clk := &clock{t: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
+	c, err := console.New(console.Options{Store: st, Password: password, Now: clk.Now, Logger: slog.New(slog.DiscardHandler),
+		Routes: []console.Route{{Name: "greet", Match: "event app_mention", Effect: "log"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	s := &site{t: t, st: st, url: srv.URL, logs: &logBuf{}, c: c}
+	form := formOn(t, s, "/routes", "/routes/pause")
+	form.Set("route", "greet")
+	clk.Advance(10*time.Minute + time.Second)
+	resp, body := s.post("/routes/pause", form)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(body, "older than 10m0s") {
+		t.Fatalf("a form older than its lifetime: %d\n%s", resp.StatusCode, body)
+	}
+	if paused, err := st.RoutePaused(t.Context(), "greet"); err != nil || paused {
+		t.Fatalf("the expired form paused the route: %v %v", paused, err)
+	}
+	form = formOn(t, s, "/routes", "/routes/pause")
+	form.Set("route", "greet")
+	if resp, _ := s.post("/routes/pause", form); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a fresh form: %d", resp.StatusCode)
+	}
+}
