@@ -131,9 +131,19 @@ func (c *Console) routeAction(w http.ResponseWriter, r *http.Request) {
 }
 
 // bulk is a filter over rows for a bulk retry, discard or replay.
+//
+// Bulk actions act on what they previewed: the preview resolves since
+// once (a relative "2h" becomes the time it names at the preview) and, for
+// a replay, ends the window at the preview's time, so the POST's form
+// carries an absolute window (From, Until) and the count the preview
+// showed (Expect). The POST refuses a relative since, and the store makes
+// the change only if the filter still selects that many rows
+// (*store.SelectionChanged otherwise: 409, nothing changed).
 type bulk struct {
 	Verb, Route, Status, Since string
-	since                      time.Time
+	From, Until                string // the absolute window (RFC 3339, UTC); From is since resolved
+	Expect                     int64  // the preview's count (a POST)
+	since, until               time.Time
 }
 
 // bulkData is GET /bulk.
@@ -148,9 +158,11 @@ type bulkData struct {
 	Done    bool
 }
 
-// parse validates a bulk filter: empty values and unknown names are
-// refused (nothing irreversible from an empty filter).
-func (c *Console) parseBulk(ctx context.Context, v url.Values) (bulk, error) {
+// parseBulk validates a bulk filter: empty values and unknown names are
+// refused (nothing irreversible from an empty filter). A preview resolves
+// since and fixes the window's end (now, for a replay); a POST (post) must
+// carry the absolute window and the count its preview fixed.
+func (c *Console) parseBulk(ctx context.Context, v url.Values, post bool) (bulk, error) {
 	b := bulk{Verb: v.Get("verb"), Route: strings.TrimSpace(v.Get("route")), Status: v.Get("status"), Since: strings.TrimSpace(v.Get("since"))}
 	def := map[string]string{"retry": store.StatusParked, "discard": store.StatusParked, "replay": store.StatusDone}
 	allowed := map[string][]string{
@@ -179,16 +191,44 @@ func (c *Console) parseBulk(ctx context.Context, v url.Values) (bulk, error) {
 			return b, fmt.Errorf("%q is neither a configured route nor the route of any %s row", b.Route, b.Status)
 		}
 	}
-	if b.Since != "" {
-		t, err := parseSince(b.Since, c.opts.Store.Now())
+	now := c.opts.Store.Now()
+	if post {
+		// The window and the count the preview fixed, never resolved again.
+		var err error
+		if b.Since != "" {
+			if b.since, err = parseTime(v.Get("from")); err != nil {
+				return b, errors.New("this form carries no absolute start of its window (from): count again, then act")
+			}
+		}
+		if b.Verb == "replay" {
+			if b.until, err = parseTime(v.Get("until")); err != nil {
+				return b, errors.New("this form carries no absolute end of its window (until): count again, then act")
+			}
+		}
+		if b.Expect, err = strconv.ParseInt(v.Get("expect"), 10, 64); err != nil || b.Expect <= 0 {
+			return b, errors.New("this form carries no previewed count (expect): count first, then act on what was counted")
+		}
+	} else if b.Since != "" {
+		t, err := parseSince(b.Since, now)
 		if err != nil {
 			return b, err
 		}
 		b.since = t
+		if b.Verb == "replay" {
+			b.until = now
+		}
+	}
+	if !b.since.IsZero() {
+		b.From = b.since.UTC().Format(time.RFC3339Nano)
+	}
+	if !b.until.IsZero() {
+		b.Until = b.until.UTC().Format(time.RFC3339Nano)
 	}
 	switch {
 	case b.Verb == "replay" && b.since.IsZero():
 		return b, errors.New("replay needs since: the rows created since then are replayed")
+	case b.Verb == "replay" && !b.until.After(b.since):
+		return b, fmt.Errorf("since %s is not before now: the window is empty", b.From)
 	case b.Verb == "discard" && !b.since.IsZero():
 		return b, errors.New("discard takes no since: it discards every parked row of the route")
 	case b.Verb == "retry" && b.Status == store.StatusParked && !b.since.IsZero():
@@ -197,16 +237,21 @@ func (c *Console) parseBulk(ctx context.Context, v url.Values) (bulk, error) {
 	return b, nil
 }
 
+// parseTime reads an absolute time a preview wrote (RFC 3339).
+func parseTime(s string) (time.Time, error) {
+	return time.Parse(time.RFC3339Nano, s)
+}
+
 func (b bulk) parked() store.ParkedFilter {
-	return store.ParkedFilter{Route: b.Route, Discarded: b.Status == store.StatusDiscarded, DiscardedSince: b.since}
+	return store.ParkedFilter{Route: b.Route, Discarded: b.Status == store.StatusDiscarded, DiscardedSince: b.since, Expect: b.Expect}
 }
 
 func (b bulk) replay() store.ReplayFilter {
-	return store.ReplayFilter{Route: b.Route, Since: b.since, Statuses: []string{b.Status}}
+	return store.ReplayFilter{Route: b.Route, Since: b.since, Until: b.until, Statuses: []string{b.Status}, Expect: b.Expect}
 }
 
 func (b bulk) query() url.Values {
-	return url.Values{"verb": {b.Verb}, "route": {b.Route}, "status": {b.Status}, "since": {b.Since}}
+	return url.Values{"verb": {b.Verb}, "route": {b.Route}, "status": {b.Status}, "since": {b.From}}
 }
 
 // parseSince reads an RFC 3339 time, a browser's datetime-local (UTC), a
@@ -242,7 +287,7 @@ func (c *Console) bulkPreview(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusOK, "bulk", "Bulk change", d, nil)
 		return
 	}
-	b, err := c.parseBulk(ctx, q)
+	b, err := c.parseBulk(ctx, q, false)
 	d.Filter = b
 	if err != nil {
 		d.Error = err.Error()
@@ -266,7 +311,7 @@ func (c *Console) bulkPreview(w http.ResponseWriter, r *http.Request) {
 func (c *Console) bulkAction(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := ctxTimeout(r.Context())
 	defer cancel()
-	b, err := c.parseBulk(ctx, r.PostForm)
+	b, err := c.parseBulk(ctx, r.PostForm, true)
 	if err != nil {
 		c.fail(w, r, http.StatusBadRequest, err.Error()+"; nothing was changed")
 		return
@@ -283,9 +328,16 @@ func (c *Console) bulkAction(w http.ResponseWriter, r *http.Request) {
 		made, err = st.Replay(ctx, b.replay())
 		n = int64(len(made))
 	}
-	log := c.log.With("remote", remote(r), "action", "bulk "+b.Verb, "route", b.Route, "status", b.Status, "since", b.Since,
-		"previewed", r.PostForm.Get("expect"))
+	log := c.log.With("remote", remote(r), "action", "bulk "+b.Verb, "route", b.Route, "status", b.Status, "since", b.From,
+		"until", b.Until, "previewed", b.Expect)
 	var refused *store.ReplayRefused
+	var changed *store.SelectionChanged
+	if errors.As(err, &changed) {
+		log.Info("console: bulk action refused: the selection changed since the preview", "selects", changed.Now)
+		c.fail(w, r, http.StatusConflict, fmt.Sprintf("bulk %s refused: the preview counted %d row%s, the same filter selects %d now (rows changed meanwhile); nothing was changed. Count again to see what it selects now.",
+			b.Verb, changed.Previewed, plural(changed.Previewed), changed.Now))
+		return
+	}
 	if errors.As(err, &refused) || errors.Is(err, store.ErrFilter) {
 		c.fail(w, r, http.StatusConflict, fmt.Sprintf("bulk %s refused: %v; nothing was changed", b.Verb, err))
 		return
@@ -300,4 +352,11 @@ func (c *Console) bulkAction(w http.ResponseWriter, r *http.Request) {
 	v.Set("done", "bulk")
 	v.Set("changed", strconv.FormatInt(n, 10))
 	http.Redirect(w, r, "/bulk?"+v.Encode(), http.StatusSeeOther)
+}
+
+func plural(n int64) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

@@ -20,6 +20,17 @@
 // answer is 403 and nothing changes. Every change is logged with who made
 // it (the remote address) and what it changed.
 //
+// Every form also carries a one-use nonce (forms.go): a second POST of the
+// same form (a double click, two tabs) changes nothing and says so (409);
+// a page rendered again can act again. A bulk POST carries the window and
+// the count its preview showed, and is refused (409) when the same filter
+// selects another number of rows.
+//
+// Guessing is slowed (guard.go): an address that gave a wrong password
+// several times is answered 429 with Retry-After before its password is
+// checked, other addresses are not slowed; failed logins are logged,
+// rate-limited, with the address.
+//
 // Limits: one user; the token lives as long as the process (a restart
 // makes open pages stale: their next POST is refused, a reload fixes it).
 package console
@@ -33,6 +44,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -74,16 +86,26 @@ type Options struct {
 	// InstanceFresh is how recent a heartbeat must be for an instance to
 	// be listed (default 1m).
 	InstanceFresh time.Duration
+	// FormLifetime is how long a rendered form can be submitted (its
+	// nonce is refused after it, and the page says to reload). It must
+	// not be longer than receipts are kept ([retention] receipts): a
+	// spent nonce is a receipt. Default 10m, the shortest retention.
+	FormLifetime time.Duration
+	// Now is the clock of the login guard and the nonces (default
+	// time.Now).
+	Now func() time.Time
 }
 
 // Console is the operator console's handler.
 type Console struct {
-	opts  Options
-	log   *slog.Logger
-	tmpl  map[string]*template.Template
-	csrf  string // the token every POST must carry
-	mux   *http.ServeMux
-	known map[string]Route
+	opts    Options
+	log     *slog.Logger
+	tmpl    map[string]*template.Template
+	csrf    string // the token every POST must carry
+	formKey []byte // the key of the forms' nonces
+	guard   *guard
+	mux     *http.ServeMux
+	known   map[string]Route
 }
 
 // New makes the console. It refuses an empty password.
@@ -103,7 +125,17 @@ func New(opts Options) (*Console, error) {
 	if opts.InstanceFresh <= 0 {
 		opts.InstanceFresh = time.Minute
 	}
-	c := &Console{opts: opts, log: opts.Logger.With("component", "console"), known: map[string]Route{}}
+	if opts.FormLifetime <= 0 {
+		opts.FormLifetime = 10 * time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	c := &Console{opts: opts, log: opts.Logger.With("component", "console"), known: map[string]Route{},
+		guard: &guard{by: map[string]*strikes{}}, formKey: make([]byte, 32)}
+	if _, err := rand.Read(c.formKey); err != nil {
+		return nil, err
+	}
 	for _, r := range opts.Routes {
 		c.known[r.Name] = r
 	}
@@ -115,7 +147,7 @@ func New(opts Options) (*Console, error) {
 	m.Write([]byte("ackd console csrf\x00" + User + "\x00" + opts.Password))
 	c.csrf = hex.EncodeToString(m.Sum(nil))
 	var err error
-	if c.tmpl, err = parseTemplates(); err != nil {
+	if c.tmpl, err = parseTemplates(c.nonce); err != nil {
 		return nil, err
 	}
 	static, _ := fs.Sub(staticFS, "static")
@@ -145,14 +177,37 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
+	key, now := clientKey(r), c.now()
+	// An address that guessed wrong too often waits, and its password is
+	// not even looked at meanwhile (see guard).
+	if wait := c.guard.refused(key, now); wait > 0 {
+		if log, suppressed := c.guard.refusedLog(key, now); log {
+			c.log.Warn("console: login refused: too many failed logins from this address", "remote", remote(r), "client", key,
+				"retry_after_s", retryAfter(wait), "suppressed", suppressed)
+		}
+		h.Set("Retry-After", retryAfter(wait))
+		http.Error(w, "429 too many failed logins from this address: wait "+retryAfter(wait)+" s before trying again (the wait doubles with each wrong password)", http.StatusTooManyRequests)
+		return
+	}
 	user, pass, ok := r.BasicAuth()
 	if !ok || !c.authorized(user, pass) {
+		if ok { // a browser's first request carries no password: not a guess
+			failures, log, suppressed := c.guard.failed(key, now)
+			if log {
+				// Not the user name: a password typed into it would be logged.
+				c.log.Warn("console: failed login", "remote", remote(r), "client", key,
+					"failures", failures, "suppressed", suppressed)
+			}
+		}
 		h.Set("WWW-Authenticate", `Basic realm="ackd console", charset="UTF-8"`)
 		http.Error(w, "401 unauthorized: the console needs user ackd and ACKD_CONSOLE_PASSWORD", http.StatusUnauthorized)
 		return
 	}
+	c.guard.succeeded(key)
 	c.mux.ServeHTTP(w, r)
 }
+
+func (c *Console) now() time.Time { return c.opts.Now() }
 
 // authorized compares both in constant time (each compare's time depends
 // only on the lengths).
@@ -174,6 +229,19 @@ func (c *Console) post(fn http.HandlerFunc) http.HandlerFunc {
 		if t := r.PostForm.Get("csrf"); subtle.ConstantTimeCompare([]byte(t), []byte(c.csrf)) != 1 {
 			c.log.Warn("console: a POST without a valid CSRF token refused", "remote", remote(r), "path", r.URL.Path)
 			c.fail(w, r, http.StatusForbidden, "this form has no valid token (a page from before a restart, or another site): reload the page and try again; nothing was changed")
+			return
+		}
+		random, err := c.checkNonce(r.URL.Path, r.PostForm.Get("nonce"))
+		switch {
+		case errors.Is(err, errStaleForm):
+			c.fail(w, r, http.StatusConflict, fmt.Sprintf("this form is older than %s, so it is no longer accepted: reload the page and try again; nothing was changed", c.opts.FormLifetime))
+			return
+		case err != nil:
+			c.log.Warn("console: a POST without a valid form nonce refused", "remote", remote(r), "path", r.URL.Path)
+			c.fail(w, r, http.StatusForbidden, "this form has no valid one-use token (a page from before a restart, or a form made elsewhere): reload the page and try again; nothing was changed")
+			return
+		}
+		if !c.spend(w, r, random) {
 			return
 		}
 		fn(w, r)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -80,6 +82,7 @@ type site struct {
 	url  string
 	logs *logBuf
 	csrf string
+	c    *console.Console
 }
 
 func newSite(t *testing.T, st store.Store) *site {
@@ -93,7 +96,7 @@ func newSite(t *testing.T, st store.Store) *site {
 	}
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
-	s := &site{t: t, st: st, url: srv.URL, logs: logs}
+	s := &site{t: t, st: st, url: srv.URL, logs: logs, c: c}
 	_, body := s.get("/routes")
 	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(body)
 	if m == nil {
@@ -127,9 +130,14 @@ func (s *site) get(path string) (int, string) {
 	return resp.StatusCode, body
 }
 
-// post sends a form; csrf "" sends none.
+// post sends a form; csrf "" sends none. A form with the token and no
+// nonce gets a fresh nonce for path (as a page just rendered would have).
 func (s *site) post(path string, form url.Values) (*http.Response, string) {
 	s.t.Helper()
+	if form.Has("csrf") && !form.Has("nonce") {
+		form = maps.Clone(form)
+		form.Set("nonce", s.c.NonceFor(path))
+	}
 	req, _ := http.NewRequest(http.MethodPost, s.url+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	return s.do(req, true)
@@ -430,13 +438,15 @@ func TestConsole(t *testing.T) {
 				t.Fatalf("the preview changed rows: %d parked", n)
 			}
 			resp, _ := s.post("/bulk", s.form("verb", "discard", "route", "greet", "status", "parked", "expect", "2"))
+			// The count of the preview is what the POST carries: the undo
+			// below previews first too.
 			if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "changed=2") {
 				t.Fatalf("bulk discard: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 			}
 			if n := countStatus(t, st, store.StatusParked); n != 1 {
 				t.Fatalf("after the bulk discard of greet: %d parked, want audit's 1", n)
 			}
-			resp, _ = s.post("/bulk", s.form("verb", "retry", "route", "greet", "status", "discarded", "since", "1h"))
+			resp, _ = s.post("/bulk", previewed(t, s, "verb=retry&route=greet&status=discarded&since=1h"))
 			if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "changed=2") {
 				t.Fatalf("bulk retry of the discarded: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 			}
@@ -484,7 +494,7 @@ func TestConsole(t *testing.T) {
 			if !strings.Contains(body, `data-bulk-count="1"`) {
 				t.Fatalf("bulk replay preview:\n%s", body)
 			}
-			resp, _ = s.post("/bulk", s.form("verb", "replay", "route", "greet", "status", "done", "since", "1h"))
+			resp, _ = s.post("/bulk", previewed(t, s, "verb=replay&route=greet&status=done&since=1h"))
 			if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "changed=1") {
 				t.Fatalf("bulk replay: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 			}
@@ -493,6 +503,23 @@ func TestConsole(t *testing.T) {
 			}
 		})
 	})
+}
+
+// previewed is the form a bulk preview (GET /bulk?query) renders for its
+// button, as a browser would send it: the filter, the window and count the
+// preview fixed, and the form's nonce.
+func previewed(t *testing.T, s *site, query string) url.Values {
+	t.Helper()
+	_, body := s.get("/bulk?" + query)
+	m := regexp.MustCompile(`(?s)<form method="post" action="/bulk">(.*?)</form>`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no bulk button on /bulk?%s:\n%s", query, body)
+	}
+	v := url.Values{}
+	for _, in := range regexp.MustCompile(`<input type="hidden" name="([a-z]+)" value="([^"]*)">`).FindAllStringSubmatch(m[1], -1) {
+		v.Set(in[1], html.UnescapeString(in[2]))
+	}
+	return v
 }
 
 func countStatus(t *testing.T, st store.Store, status string) int {

@@ -22,8 +22,10 @@ import (
 // pages are the templates, each rendered inside layout.html.
 var pages = []string{"overview", "search", "row", "routes", "bulk", "error"}
 
-func parseTemplates() (map[string]*template.Template, error) {
+func parseTemplates(nonce func(action string) string) (map[string]*template.Template, error) {
 	fns := template.FuncMap{
+		"nonce": nonce,
+		"age":   age,
 		"when":  when,
 		"route": routeOf,
 		"text":  textOf,
@@ -46,6 +48,9 @@ type page struct {
 	CSRF    string
 	Version string
 	Flash   string
+	// OwnSearch: the page has its search box in its content (the
+	// overview, the search page); the header then has none (one box).
+	OwnSearch bool
 	// Problems are the parts of the page that could not be read (the
 	// page shows the rest).
 	Problems []string
@@ -54,7 +59,8 @@ type page struct {
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any, problems []string) {
 	var b bytes.Buffer
-	p := page{Title: title, CSRF: c.csrf, Version: buildinfo.Read().Version, Flash: flash(r), Problems: problems, Data: data}
+	p := page{Title: title, CSRF: c.csrf, Version: buildinfo.Read().Version, Flash: flash(r), Problems: problems, Data: data,
+		OwnSearch: name == "overview" || name == "search"}
 	if err := c.tmpl[name].Execute(&b, p); err != nil {
 		c.log.Error("console: page does not render", "page", name, "err", err)
 		http.Error(w, "500: the page does not render (see the log)", http.StatusInternalServerError)
@@ -106,8 +112,9 @@ type statusCount struct {
 }
 
 type routeCounts struct {
-	Route             string
-	Parked, Discarded int64
+	Route                      string
+	Pending, Parked, Discarded int64
+	Paused                     bool
 }
 
 type instance struct {
@@ -135,11 +142,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		d.Statuses = []statusCount{{store.StatusPending, d.Queue.Pending}, {store.StatusDone, d.Queue.Done},
 			{store.StatusParked, d.Queue.Parked}, {store.StatusDiscarded, d.Queue.Discarded}}
 	}
-	if counts, err := st.RouteCounts(ctx); note("counts by route", err) {
-		d.Routes = byRoute(counts)
-	}
+	counts, err := st.RouteCounts(ctx)
+	note("counts by route", err)
+	pending, err := st.PendingByRoute(ctx)
+	note("pending rows by route", err)
 	d.Paused, err = st.PausedRoutes(ctx)
 	note("paused routes", err)
+	d.Routes = byRoute(counts, pending, d.Paused)
 	if ins, err := st.Instances(ctx, c.opts.InstanceFresh); note("daemons", err) {
 		for _, in := range ins {
 			says := ""
@@ -159,21 +168,31 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "overview", "Overview", d, problems)
 }
 
-// byRoute folds RouteCounts into one line per route.
-func byRoute(counts []store.RouteCount) []routeCounts {
+// byRoute folds RouteCounts and the pending rows of each route into one
+// line per route, and marks the paused ones.
+func byRoute(counts []store.RouteCount, pending map[string]int64, paused []store.RoutePause) []routeCounts {
 	var out []routeCounts
-	for _, rc := range counts {
-		i := slices.IndexFunc(out, func(x routeCounts) bool { return x.Route == rc.Route })
+	line := func(route string) *routeCounts {
+		i := slices.IndexFunc(out, func(x routeCounts) bool { return x.Route == route })
 		if i < 0 {
-			out = append(out, routeCounts{Route: rc.Route})
+			out = append(out, routeCounts{Route: route})
 			i = len(out) - 1
 		}
+		return &out[i]
+	}
+	for _, rc := range counts {
 		switch rc.Status {
 		case store.StatusParked:
-			out[i].Parked = rc.Rows
+			line(rc.Route).Parked = rc.Rows
 		case store.StatusDiscarded:
-			out[i].Discarded = rc.Rows
+			line(rc.Route).Discarded = rc.Rows
 		}
+	}
+	for route, n := range pending {
+		line(route).Pending = n
+	}
+	for _, p := range paused {
+		line(p.Route).Paused = true
 	}
 	slices.SortFunc(out, func(a, b routeCounts) int { return strings.Compare(a.Route, b.Route) })
 	return out
@@ -217,6 +236,12 @@ type rowData struct {
 	Attempts []store.Attempt
 	Leased   bool // under a live lease now
 	Actions  []string
+	// Paused is the pause its route is under, for a pending row no sweep
+	// holds: it waits for the resume, not for a sweep.
+	Paused *store.RoutePause
+	// Effect is what a row marked outcome-unknown may have done, said
+	// for its status and last attempt (see mayHaveTakenEffect).
+	Effect string
 }
 
 func (c *Console) row(w http.ResponseWriter, r *http.Request) {
@@ -267,7 +292,40 @@ func (c *Console) row(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Leased = row.Status == store.StatusPending && row.ClaimToken != "" && row.ClaimExpiresAt.After(now)
 	d.Actions = actions(row, d.Leased)
+	if row.Status == store.StatusPending && !d.Leased && d.Route != "" {
+		paused, err := st.PausedRoutes(ctx)
+		if err != nil {
+			problems = append(problems, "paused routes: "+err.Error())
+		}
+		for i := range paused {
+			if paused[i].Route == d.Route {
+				d.Paused = &paused[i]
+			}
+		}
+	}
+	d.Effect = mayHaveTakenEffect(row, d.Attempts)
 	c.render(w, r, http.StatusOK, "row", fmt.Sprintf("Row %d", id), d, problems)
+}
+
+// mayHaveTakenEffect words Row.OutcomeUnknown for the row page: an
+// earlier attempt got no definite answer and may have taken effect (a post
+// is then confirmed before it is made again). When the row is over and its
+// last attempt had a definite answer (a parked 404, a done post), that
+// answer is what decided the row: the page says so instead of reading as
+// if the row's outcome were unknown. "" when the flag is not set.
+func mayHaveTakenEffect(r store.Row, attempts []store.Attempt) string {
+	if !r.OutcomeUnknown {
+		return ""
+	}
+	first := when(r.FirstClaimedAt)
+	if n := len(attempts); n > 0 && r.Status != store.StatusPending {
+		last := attempts[n-1]
+		if last.Outcome != store.AttemptUnknown && last.Status != "" {
+			return fmt.Sprintf("%s after a definite answer (%s) to attempt %d; an earlier attempt got none and may have taken effect (first claimed %s)",
+				r.Status, last.Status, last.N, first)
+		}
+	}
+	return "an earlier attempt got no definite answer and may have taken effect (first claimed " + first + "); a post is confirmed before it is made again"
 }
 
 // actions are the verbs that apply to a row: retry a parked or discarded
@@ -372,4 +430,31 @@ func when(t time.Time) string {
 // ctxTimeout bounds a console write (the store has its own bounds too).
 func ctxTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, 30*time.Second)
+}
+
+// age is a duration rounded for a reader: "54 s", "12 min", "3 h 5 min",
+// "2 d 4 h".
+func age(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return "under 1 s"
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Round(time.Second)/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Round(time.Minute)/time.Minute))
+	case d < 48*time.Hour:
+		d = d.Round(time.Minute)
+		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+		if m == 0 {
+			return fmt.Sprintf("%d h", h)
+		}
+		return fmt.Sprintf("%d h %d min", h, m)
+	default:
+		d = d.Round(time.Hour)
+		days, h := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour)
+		if h == 0 {
+			return fmt.Sprintf("%d d", days)
+		}
+		return fmt.Sprintf("%d d %d h", days, h)
+	}
 }

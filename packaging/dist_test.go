@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -174,9 +175,10 @@ func TestReleaseBuild(t *testing.T) {
 				"/usr/share/doc/ackd/CHANGELOG.md":            "-rw-r--r--",
 				"/usr/share/doc/ackd/copyright":               "-rw-r--r--",
 			}
-			// The documentation pages, for an operator on the VM.
+			// The documentation pages, for an operator on the VM, and the
+			// images they show (a page's broken image is a missing file).
 			if err := filepath.WalkDir(filepath.Join(repo, "docs"), func(path string, d fs.DirEntry, err error) error {
-				if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+				if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".md") || strings.HasSuffix(path, ".png")) {
 					wantFiles["/usr/share/doc/ackd/docs/"+strings.TrimPrefix(path, filepath.Join(repo, "docs")+"/")] = "-rw-r--r--"
 				}
 				return err
@@ -191,6 +193,21 @@ func TestReleaseBuild(t *testing.T) {
 			for path := range files {
 				if _, ok := wantFiles[path]; !ok {
 					t.Errorf("%s: unexpected file %s in the package", a, path)
+				}
+			}
+			// Every image a shipped page shows is in the package beside it.
+			for path := range files {
+				if !strings.HasPrefix(path, "/usr/share/doc/ackd/docs/") || !strings.HasSuffix(path, ".md") {
+					continue
+				}
+				page, err := os.ReadFile(filepath.Join(repo, "docs", strings.TrimPrefix(path, "/usr/share/doc/ackd/docs/")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range imageLink.FindAllStringSubmatch(string(page), -1) {
+					if img := filepath.Join(filepath.Dir(path), m[1]); files[img] == "" {
+						t.Errorf("%s: %s shows %s, which the package lacks", a, path, img)
+					}
 				}
 			}
 		}
@@ -467,3 +484,6 @@ func TestReleaseBuildStampAndSums(t *testing.T) {
 		t.Errorf("after two versions SHA256SUMS lists %v, want %v", listed, want)
 	}
 }
+
+// imageLink is a Markdown image with a relative path: ![alt](path).
+var imageLink = regexp.MustCompile(`!\[[^\]]*\]\(([^):/][^):]*)\)`)

@@ -99,7 +99,9 @@ for arch in $arches; do
 	(cd docs && find . -type d) | while read -r dir; do
 		install -d -m 0755 "$root/usr/share/doc/ackd/docs/$dir"
 	done
-	(cd docs && find . -name '*.md' -type f) | while read -r page; do
+	# The pages and the images they show (docs/img: the console's
+	# screenshots), so that a page read in a browser on the VM has them.
+	(cd docs && find . -type f \( -name '*.md' -o -name '*.png' \)) | while read -r page; do
 		install -m 0644 "docs/$page" "$root/usr/share/doc/ackd/docs/$page"
 	done
 	install -m 0644 packaging/deb/copyright "$root/usr/share/doc/ackd/copyright"

@@ -59,6 +59,11 @@ type ReplayFilter struct {
 	Since    time.Time // created_at at or after; required with Route
 	Until    time.Time // created_at before; zero: no upper bound (now)
 	Statuses []string  // done, parked, discarded; empty: done
+	// Expect, when > 0, is how many rows a preview counted
+	// (ReplayMatching): Replay then makes its rows only if f still selects
+	// exactly that many, and otherwise makes none and returns a
+	// *SelectionChanged. 0: no check.
+	Expect int64
 }
 
 // ReplayStatuses are the statuses a replay copies rows of. A pending row
@@ -79,6 +84,8 @@ func (f ReplayFilter) Check() error {
 		return bad("row ids and a route filter select differently; give one")
 	case f.Route != "" && f.Since.IsZero():
 		return bad("a route filter needs the start of its window (since)")
+	case f.Expect < 0:
+		return bad("a negative expected count (%d)", f.Expect)
 	case !f.Until.IsZero() && !f.Until.After(f.Since):
 		return bad("the window ends (%s) before it starts (%s)", f.Until.UTC().Format(time.RFC3339), f.Since.UTC().Format(time.RFC3339))
 	}
@@ -143,17 +150,35 @@ func (e *ReplayRefused) Error() string {
 }
 
 // ReplayVerdict judges the rows a replay filter f selected (gone[i]: rows[i]
-// names a stored Slack request that is no longer there): the rows, or a
-// *ReplayRefused naming the ids that are no row, the pending rows and those
-// whose request is gone. Both engines read the rows; the judgement is one.
+// names a stored Slack request that is no longer there): the rows to
+// replay, or a *ReplayRefused naming the ids that are no row, the pending
+// rows and those whose request is gone. Both engines read the rows; the
+// judgement is one.
+//
+// One replay request makes at most one new row per original key: a window
+// (f.Route) selects original rows only, never the rows an earlier replay
+// made (keys <key>#r<N>: they are done and created in the window too, and
+// replaying them as well would perform each event once more per earlier
+// replay); ids that name one original and its replays make one row, for
+// the first of them. When f.Expect is set and the rows left are not that
+// many, the verdict is a *SelectionChanged.
 func ReplayVerdict(f ReplayFilter, rows []Row, gone []bool) ([]Row, error) {
 	refused := &ReplayRefused{}
+	var out []Row
+	bases := map[string]bool{}
 	for i, r := range rows {
+		base, n := BaseKey(r.Key)
+		if f.Route != "" && n > 0 {
+			continue
+		}
 		switch {
 		case r.Status == StatusPending:
 			refused.Pending = append(refused.Pending, r.ID)
 		case gone[i]:
 			refused.NoRequest = append(refused.NoRequest, r.ID)
+		case !bases[base]:
+			bases[base] = true
+			out = append(out, r)
 		}
 	}
 	for _, id := range f.IDs {
@@ -164,7 +189,34 @@ func ReplayVerdict(f ReplayFilter, rows []Row, gone []bool) ([]Row, error) {
 	if refused.Refused() {
 		return nil, refused
 	}
-	return rows, nil
+	if f.Expect > 0 && int64(len(out)) != f.Expect {
+		return nil, &SelectionChanged{Previewed: f.Expect, Now: int64(len(out))}
+	}
+	return out, nil
+}
+
+// SelectionChanged is a bulk change refused because its filter no longer
+// selects what its preview counted (rows were retried, parked, pruned or
+// made meanwhile): nothing was changed; a new preview shows what the filter
+// selects now.
+type SelectionChanged struct {
+	Previewed, Now int64
+}
+
+func (e *SelectionChanged) Error() string {
+	return fmt.Sprintf("the selection changed since it was previewed: the preview counted %d row%s, the same filter selects %d now; nothing was changed (preview again to see what it selects)",
+		e.Previewed, plural(e.Previewed), e.Now)
+}
+
+// Is makes a SelectionChanged an ErrFilter: a caller that refuses a bad
+// filter refuses it too.
+func (e *SelectionChanged) Is(target error) bool { return target == ErrFilter }
+
+func plural(n int64) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 // Is makes a ReplayRefused an ErrFilter.
@@ -194,7 +246,9 @@ func BaseKey(key string) (string, int) {
 
 // NextReplay is the number of the next replay of base given the keys that
 // exist beginning with base#r (the highest N + 1; keys that are not
-// base#r<N> are ignored).
+// base#r<N> are ignored). The engines take the larger of it and their
+// recorded number + 1: the keys count the replays an older binary made
+// without recording them.
 func NextReplay(base string, keys []string) int {
 	next := 1
 	for _, k := range keys {
@@ -207,10 +261,14 @@ func NextReplay(base string, keys []string) int {
 
 // Replayer redoes work: a new pending row per selected row, keyed
 // `<key>#r<N>`, with the same effect, payload and stored request, due
-// now. The original row and the receipts stay as they are. N is 1 + the
-// highest replay of that key still stored (a replay row that was pruned no
-// longer counts). A replay of a replay is numbered among its original's:
-// replaying k#r1 makes k#r2.
+// now. The original row and the receipts stay as they are. N is never
+// handed out twice for a key on one database: each engine keeps the highest
+// N of each replayed key in a table pruning does not touch
+// (ackd_replay_numbers), so a replay after its predecessors' rows were
+// pruned still gets a new number (a handler that remembers keys longer
+// than ackd keeps rows would drop a reused one). A replay of a replay is
+// numbered among its original's: replaying k#r1 makes k#r2. A window
+// replays original rows only (see ReplayVerdict).
 type Replayer interface {
 	// ReplayMatching returns the first limit rows f selects, in id order,
 	// and how many in all (--dry-run). f is checked (ReplayFilter.Check);

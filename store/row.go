@@ -34,6 +34,12 @@ type ParkedFilter struct {
 	// undo of one bulk discard, which leaves alone the rows discarded
 	// before it. Zero: any.
 	DiscardedSince time.Time
+	// Expect, when > 0, is how many rows a preview counted (Matching):
+	// RequeueParked and DiscardParked then change those rows only if the
+	// filter still selects exactly that many, and otherwise change nothing
+	// and return a *SelectionChanged. 0: no check (the CLI, which counts and
+	// changes in one command).
+	Expect int64
 }
 
 // Status is the status of the rows f selects.

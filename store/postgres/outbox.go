@@ -455,7 +455,7 @@ func (s *Store) List(ctx context.Context, status string, limit int) ([]store.Row
 // attempt budget, due now. It returns store.ErrNotFound if no parked or
 // discarded row has that id.
 func (s *Store) Requeue(ctx context.Context, id int64) error {
-	n, err := s.requeue(ctx, `id = $2 AND status IN ('parked', 'discarded')`, id)
+	n, err := s.requeue(ctx, 0, `id = $2 AND status IN ('parked', 'discarded')`, id)
 	if err != nil {
 		return err
 	}
@@ -469,7 +469,7 @@ func (s *Store) Requeue(ctx context.Context, id int64) error {
 // many.
 func (s *Store) RequeueParked(ctx context.Context, f store.ParkedFilter) (int64, error) {
 	where, args := parkedWhere(f)
-	return s.requeue(ctx, where, args...)
+	return s.requeue(ctx, f.Expect, where, args...)
 }
 
 // parkedWhere is the WHERE clause (arguments from $2, after the clock's
@@ -498,8 +498,8 @@ func parkedWhere(f store.ParkedFilter) (string, []any) {
 	return where, args
 }
 
-func (s *Store) requeue(ctx context.Context, where string, args ...any) (int64, error) {
-	n, err := s.update(ctx, `SET status = 'pending', attempts = 0, next_attempt_at = clock.now,
+func (s *Store) requeue(ctx context.Context, expect int64, where string, args ...any) (int64, error) {
+	n, err := s.update(ctx, expect, `SET status = 'pending', attempts = 0, next_attempt_at = clock.now,
 		       claim_token = NULL, claim_expires_at = NULL, completed_at = NULL`, where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("requeue: %w", err)
@@ -514,7 +514,7 @@ func (s *Store) requeue(ctx context.Context, where string, args ...any) (int64, 
 // COMMITTED) and find it leased; a claim after it finds it discarded.
 // Clearing the claim token fences out a sweep whose lease had run out.
 func (s *Store) Discard(ctx context.Context, id int64) error {
-	n, err := s.discard(ctx, `id = $2 AND (status = 'parked' OR (status = 'pending'
+	n, err := s.discard(ctx, 0, `id = $2 AND (status = 'parked' OR (status = 'pending'
 		    AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= clock.now)))`, id)
 	if err != nil {
 		return err
@@ -531,15 +531,15 @@ func (s *Store) DiscardParked(ctx context.Context, f store.ParkedFilter) (int64,
 		return 0, fmt.Errorf("discard: rows already discarded: %w", store.ErrFilter)
 	}
 	where, args := parkedWhere(f)
-	return s.discard(ctx, where, args...)
+	return s.discard(ctx, f.Expect, where, args...)
 }
 
-func (s *Store) discard(ctx context.Context, where string, args ...any) (int64, error) {
+func (s *Store) discard(ctx context.Context, expect int64, where string, args ...any) (int64, error) {
 	// A token still on the row is a claim that never said how its attempt
 	// ended (its lease ran out: a live one is refused): the attempt may
 	// have taken effect, as a claim that found it would have recorded, so
 	// a retry after the discard confirms a post before making it again.
-	n, err := s.update(ctx, `SET status = 'discarded', completed_at = clock.now,
+	n, err := s.update(ctx, expect, `SET status = 'discarded', completed_at = clock.now,
 		       outcome_unknown = (outcome_unknown OR claim_token IS NOT NULL),
 		       claim_token = NULL, claim_expires_at = NULL`, where, args...)
 	if err != nil {
@@ -587,17 +587,39 @@ func (s *Store) FilterNames(ctx context.Context, status string) (routes, effects
 }
 
 // update runs "UPDATE outbox {set} FROM clock WHERE {where}" (the clock's
-// offset is $1) and returns the rows changed.
-func (s *Store) update(ctx context.Context, set, where string, args ...any) (int64, error) {
+// offset is $1) and returns the rows changed. expect > 0 is the count a
+// preview showed: a statement that changes another number of rows is
+// rolled back (*store.SelectionChanged), so a bulk change acts on what was
+// previewed or not at all.
+func (s *Store) update(ctx context.Context, expect int64, set, where string, args ...any) (int64, error) {
+	q := `WITH ` + clockCTE + `
+		UPDATE outbox ` + set + `
+		  FROM clock
+		 WHERE ` + where
+	args = append([]any{s.offset.Load()}, args...)
+	if expect > 0 {
+		var n int64
+		err := s.inTx(ctx, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			if n = tag.RowsAffected(); n != expect {
+				return &store.SelectionChanged{Previewed: expect, Now: n}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err // inTx classified it
+		}
+		return n, nil
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	tag, err := s.pool.Exec(ctx, `WITH `+clockCTE+`
-		UPDATE outbox `+set+`
-		  FROM clock
-		 WHERE `+where, append([]any{s.offset.Load()}, args...)...)
+	tag, err := s.pool.Exec(ctx, q, args...)
 	if err != nil {
 		return 0, s.classify(ctx, err)
 	}

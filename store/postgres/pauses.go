@@ -230,7 +230,9 @@ func (s *Store) ReplayMatching(ctx context.Context, f store.ReplayFilter, limit 
 // lock on that key (taken in key order: two replays never wait on each
 // other in a cycle), so two replays of one row on two replicas number
 // theirs one after the other, #r1 then #r2: the second reads the first's
-// committed row (READ COMMITTED: each statement sees the latest commits).
+// committed row and number (READ COMMITTED: each statement sees the latest
+// commits). The numbers are recorded (nextReplay), so none is handed out
+// again once its row is pruned.
 func (s *Store) Replay(ctx context.Context, f store.ReplayFilter) ([]store.Replayed, error) {
 	var out []store.Replayed
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -253,11 +255,11 @@ func (s *Store) Replay(ctx context.Context, f store.ReplayFilter) ([]store.Repla
 		}
 		for i, r := range rows {
 			base := bases[i]
-			keys, err := replayKeys(ctx, tx, base)
+			n, err := nextReplay(ctx, tx, base)
 			if err != nil {
 				return err
 			}
-			key := store.ReplayKey(base, store.NextReplay(base, keys))
+			key := store.ReplayKey(base, n)
 			var request *string
 			if r.RequestID != "" {
 				request = &r.RequestID
@@ -275,12 +277,32 @@ func (s *Store) Replay(ctx context.Context, f store.ReplayFilter) ([]store.Repla
 	})
 	if err != nil {
 		var refused *store.ReplayRefused
-		if errors.As(err, &refused) || errors.Is(err, store.ErrFilter) {
+		if errors.As(err, &refused) || errors.Is(err, store.ErrFilter) { // a *store.SelectionChanged too
 			return nil, fmt.Errorf("replay: %w", err)
 		}
 		return nil, fmt.Errorf("replay: %w", s.classify(ctx, err))
 	}
 	return out, nil
+}
+
+// nextReplay hands out the next replay number of base and records it in
+// ackd_replay_numbers, which pruning never touches: the larger of the
+// recorded number + 1 and the stored keys' (replays an older binary made
+// without recording them). The upsert's row lock orders two replays of one
+// key even without the advisory lock.
+func nextReplay(ctx context.Context, tx pgx.Tx, base string) (int, error) {
+	keys, err := replayKeys(ctx, tx, base)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	err = tx.QueryRow(ctx, `INSERT INTO ackd_replay_numbers (base_key, last_n) VALUES ($1, $2)
+		ON CONFLICT (base_key) DO UPDATE SET last_n = GREATEST(ackd_replay_numbers.last_n + 1, EXCLUDED.last_n)
+		RETURNING last_n`, base, store.NextReplay(base, keys)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("replay number of %s: %w", base, err)
+	}
+	return n, nil
 }
 
 // replayKeys lists the keys that begin with base#r: a range of the key's

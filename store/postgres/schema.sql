@@ -431,9 +431,18 @@ CREATE TABLE ackd_route_pauses (
 SELECT 1;
 
 -- migrate: 15
--- cost: placeholder on branch i-stop: another branch's migration 15 takes this place at merge
+-- cost: a new table, reads no row
 
-SELECT 1;
+-- Replay numbers (issue 38): the highest N handed out for each original
+-- key's replays (<key>#r<N>). Pruning never deletes a row here, so no
+-- number is handed out twice on this database, even after the replay rows
+-- that bore it were pruned: a handler that remembers keys longer than ackd
+-- keeps rows would drop a replay under a reused key. One small row per key
+-- ever replayed.
+CREATE TABLE ackd_replay_numbers (
+  base_key text   COLLATE "C" PRIMARY KEY,
+  last_n   bigint NOT NULL CHECK (last_n > 0)
+);
 
 -- migrate: 16
 -- cost: a new table, reads no row

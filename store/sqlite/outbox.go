@@ -500,7 +500,7 @@ func (s *Store) List(ctx context.Context, status string, limit int) ([]Row, erro
 // attempt budget, due now. It returns ErrNotFound if no parked or
 // discarded row has that id.
 func (s *Store) Requeue(ctx context.Context, id int64) error {
-	n, err := s.requeue(ctx, `id = ? AND status IN ('parked', 'discarded')`, id)
+	n, err := s.requeue(ctx, 0, `id = ? AND status IN ('parked', 'discarded')`, id)
 	if err != nil {
 		return err
 	}
@@ -514,7 +514,7 @@ func (s *Store) Requeue(ctx context.Context, id int64) error {
 // many.
 func (s *Store) RequeueParked(ctx context.Context, f store.ParkedFilter) (int64, error) {
 	where, args := s.parkedWhere(f)
-	return s.requeue(ctx, where, args...)
+	return s.requeue(ctx, f.Expect, where, args...)
 }
 
 // parkedWhere is the WHERE clause (and its arguments) selecting the rows f
@@ -547,8 +547,8 @@ func (s *Store) parkedWhere(f store.ParkedFilter) (string, []any) {
 	return where, args
 }
 
-func (s *Store) requeue(ctx context.Context, where string, args ...any) (int64, error) {
-	n, err := s.update(ctx, `SET status = 'pending', attempts = 0, next_attempt_at = ?,
+func (s *Store) requeue(ctx context.Context, expect int64, where string, args ...any) (int64, error) {
+	n, err := s.update(ctx, expect, `SET status = 'pending', attempts = 0, next_attempt_at = ?,
 		        claim_token = NULL, claim_expires_at = NULL, completed_at = NULL`, where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("requeue: %w", err)
@@ -561,7 +561,7 @@ func (s *Store) requeue(ctx context.Context, where string, args ...any) (int64, 
 // has that id. Clearing the claim token fences out a sweep whose lease had
 // run out (see store.Store).
 func (s *Store) Discard(ctx context.Context, id int64) error {
-	n, err := s.discard(ctx, `id = ? AND (status = 'parked' OR (status = 'pending'
+	n, err := s.discard(ctx, 0, `id = ? AND (status = 'parked' OR (status = 'pending'
 		    AND (claim_token IS NULL OR claim_expires_at IS NULL OR claim_expires_at <= ?)))`, id, ms(s.opts.Now()))
 	if err != nil {
 		return err
@@ -578,15 +578,15 @@ func (s *Store) DiscardParked(ctx context.Context, f store.ParkedFilter) (int64,
 		return 0, fmt.Errorf("discard: rows already discarded: %w", store.ErrFilter)
 	}
 	where, args := s.parkedWhere(f)
-	return s.discard(ctx, where, args...)
+	return s.discard(ctx, f.Expect, where, args...)
 }
 
-func (s *Store) discard(ctx context.Context, where string, args ...any) (int64, error) {
+func (s *Store) discard(ctx context.Context, expect int64, where string, args ...any) (int64, error) {
 	// A token still on the row is a claim that never said how its attempt
 	// ended (its lease ran out: a live one is refused): the attempt may
 	// have taken effect, as a claim that found it would have recorded, so
 	// a retry after the discard confirms a post before making it again.
-	n, err := s.update(ctx, `SET status = 'discarded', completed_at = ?,
+	n, err := s.update(ctx, expect, `SET status = 'discarded', completed_at = ?,
 		        outcome_unknown = (outcome_unknown OR claim_token IS NOT NULL),
 		        claim_token = NULL, claim_expires_at = NULL`, where, args...)
 	if err != nil {
@@ -647,8 +647,11 @@ func (s *Store) FilterNames(ctx context.Context, status string) (routes, effects
 }
 
 // update runs "UPDATE outbox {set} WHERE {where}" with now as the first
-// argument, in its own transaction, and returns the rows changed.
-func (s *Store) update(ctx context.Context, set, where string, args ...any) (int64, error) {
+// argument, in its own transaction, and returns the rows changed. expect >
+// 0 is the count a preview showed: a statement that changes another number
+// of rows is rolled back (*store.SelectionChanged), so a bulk change acts on
+// what was previewed or not at all.
+func (s *Store) update(ctx context.Context, expect int64, set, where string, args ...any) (int64, error) {
 	var n int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE outbox `+set+` WHERE `+where,
@@ -656,8 +659,16 @@ func (s *Store) update(ctx context.Context, set, where string, args ...any) (int
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
-		return err
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		if expect > 0 && n != expect {
+			return &store.SelectionChanged{Previewed: expect, Now: n}
+		}
+		return nil
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }

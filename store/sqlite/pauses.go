@@ -251,7 +251,9 @@ func (s *Store) ReplayMatching(ctx context.Context, f store.ReplayFilter, limit 
 // Replay inserts one pending row per selected row in one transaction. The
 // writer's BEGIN IMMEDIATE makes it the only writer on the file while it
 // numbers the replays, so two replays of one row (in one process or two)
-// number theirs one after the other: #r1, then #r2.
+// number theirs one after the other: #r1, then #r2; the numbers are
+// recorded (nextReplay), so none is handed out again once its row is
+// pruned.
 func (s *Store) Replay(ctx context.Context, f store.ReplayFilter) ([]store.Replayed, error) {
 	var out []store.Replayed
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -263,11 +265,11 @@ func (s *Store) Replay(ctx context.Context, f store.ReplayFilter) ([]store.Repla
 		now := ms(s.opts.Now())
 		for _, r := range rows {
 			base, _ := store.BaseKey(r.Key)
-			keys, err := replayKeys(ctx, tx, base)
+			n, err := nextReplay(ctx, tx, base)
 			if err != nil {
 				return err
 			}
-			key := store.ReplayKey(base, store.NextReplay(base, keys))
+			key := store.ReplayKey(base, n)
 			var request any
 			if r.RequestID != "" {
 				request = r.RequestID
@@ -286,6 +288,25 @@ func (s *Store) Replay(ctx context.Context, f store.ReplayFilter) ([]store.Repla
 		return nil, fmt.Errorf("replay: %w", classify(err))
 	}
 	return out, nil
+}
+
+// nextReplay hands out the next replay number of base and records it in
+// ackd_replay_numbers, which pruning never touches: the larger of the
+// recorded number + 1 and the stored keys' (replays an older binary made
+// without recording them).
+func nextReplay(ctx context.Context, tx *sql.Tx, base string) (int, error) {
+	keys, err := replayKeys(ctx, tx, base)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	err = tx.QueryRowContext(ctx, `INSERT INTO ackd_replay_numbers (base_key, last_n) VALUES (?, ?)
+		ON CONFLICT (base_key) DO UPDATE SET last_n = max(last_n + 1, excluded.last_n)
+		RETURNING last_n`, base, store.NextReplay(base, keys)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("replay number of %s: %w", base, err)
+	}
+	return n, nil
 }
 
 // replayKeys lists the keys that begin with base#r: a range of the key's

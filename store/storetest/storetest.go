@@ -89,6 +89,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("RoutePauses", func(t *testing.T) { testRoutePauses(t, newDB) })
 	t.Run("Replay", func(t *testing.T) { testReplay(t, newDB) })
 	t.Run("StreamStops", func(t *testing.T) { testStreamStops(t, newDB) })
+	t.Run("ReplayOnce", func(t *testing.T) { testReplayOnce(t, newDB) })
 }
 
 var ctx = context.Background()
