@@ -66,3 +66,33 @@ func TestSocketModeAppRateLimitedCounted(t *testing.T) {
 	}
 	waitMetric(t, s, 1, "ackd_slack_app_rate_limited_total")
 }
+
+// Slack's hello says how many connections it counts for the app; ackd
+// exports it beside what it held at that hello, so that ghosts (counted by
+// Slack, held by no one) show as the difference.
+func TestSocketModeSlackConnections(t *testing.T) {
+	api := fakeslack.New(t, evBotToken)
+	sock := api.SocketMode(t, sockAppToken)
+	s := startSocket(t, api, sock, "connections = 1", 1)
+	m := s.scrape()
+	for _, name := range []string{"ackd_socket_slack_connections", "ackd_socket_connections_at_hello"} {
+		metricsNeedFamily(t, m, name, dto.MetricType_GAUGE)
+	}
+	waitMetric(t, s, 1, "ackd_socket_slack_connections")
+	waitMetric(t, s, 1, "ackd_socket_connections_at_hello")
+
+	// Two registrations left behind by half-open reconnects; the next hello
+	// (a refresh: the replacement is dialled before the old one closes)
+	// counts them, the old connection and the new one.
+	sock.Ghosts(2)
+	sock.Refresh(sock.Open()[0])
+	if !sock.Wait(15*time.Second, func() bool {
+		conns := sock.Conns()
+		return len(conns) == 2 && !conns[0].Closed.IsZero() && conns[1].Closed.IsZero()
+	}) {
+		t.Fatalf("the refreshed connection was not replaced: %+v", sock.Conns())
+	}
+	waitMetric(t, s, 4, "ackd_socket_slack_connections")
+	waitMetric(t, s, 2, "ackd_socket_connections_at_hello")
+	waitMetric(t, s, 1, "ackd_socket_connections")
+}
