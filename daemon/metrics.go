@@ -33,6 +33,7 @@ type metrics struct {
 	parked        prometheus.Counter
 	sweepDuration prometheus.Histogram
 	sweepErrors   prometheus.Counter
+	rateLimited   prometheus.Counter     // Slack's app_rate_limited callbacks
 	confirmations *prometheus.CounterVec // outcome
 
 	recovered   *prometheus.CounterVec // outcome
@@ -80,6 +81,12 @@ func newMetrics(st store.Store, every time.Duration) *metrics {
 			Name: "ackd_sweep_errors_total",
 			Help: "Sweeps that failed on the database.",
 		}),
+		// No team label: with [oauth] the teams are unbounded; the warning
+		// logged with each callback names the team.
+		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ackd_slack_app_rate_limited_total",
+			Help: "app_rate_limited callbacks from Slack (HTTP and Socket Mode): each is a minute in which Slack dropped a workspace's events over its 30,000 an hour.",
+		}),
 		confirmations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ackd_post_confirmations_total",
 			Help: "Lookups for an earlier post before a post is repeated after an unknown outcome, by outcome: found (not posted again), not_found (posted), impossible (history unreadable: posted, possibly a duplicate), rate_limited (waits for Retry-After).",
@@ -114,7 +121,7 @@ func newMetrics(st store.Store, every time.Duration) *metrics {
 	m.reg.MustRegister(m.recovered, m.rateWaits, m.rateWaitSec, &markCollector{st: st})
 	bi := buildinfo.Read()
 	m.reg.MustRegister(m.ackLatency, m.requests, m.attempts, m.effectLatency, m.fenced, m.parked,
-		m.sweepDuration, m.sweepErrors, m.confirmations,
+		m.sweepDuration, m.sweepErrors, m.rateLimited, m.confirmations,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "ackd_build_info",
 			Help:        "Always 1; the labels say which ackd is running (ackd version prints the same).",

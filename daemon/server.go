@@ -251,7 +251,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sweepOK.Store(s.opts.Now().UnixMilli())
 	s.in.Attach(ingress.Runtime{Store: st, Sweeper: s.sweeper, OAuth: s.oauth, Sealer: ec.Sealer,
-		Metrics: ingress.Metrics{Registry: s.metrics.reg, AckLatency: s.metrics.ackLatency, Requests: s.metrics.requests},
+		Metrics: ingress.Metrics{Registry: s.metrics.reg, AckLatency: s.metrics.ackLatency, Requests: s.metrics.requests, AppRateLimited: s.metrics.rateLimited},
 		Ctx:     s.ctx, Trigger: s.Trigger})
 	if s.cfg.Socket.Enabled {
 		// Before the listener serves: /healthz and /metrics read it.

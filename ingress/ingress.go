@@ -343,6 +343,9 @@ func (s *Server) handleEvents(ctx context.Context, req request) answer {
 		// Slack is dropping our events for a minute: worth an operator's look,
 		// but the answer is still 200.
 		a.outcome, a.reason = outcomeIgnored, "Slack reports this app is over its event rate limit; events in that minute are lost"
+		if c := s.metrics.AppRateLimited; c != nil {
+			c.Inc()
+		}
 		var rl struct {
 			TeamID            string `json:"team_id"`
 			MinuteRateLimited int64  `json:"minute_rate_limited"`

@@ -53,6 +53,9 @@ type Metrics struct {
 	Registry   prometheus.Registerer
 	AckLatency *prometheus.HistogramVec // endpoint, outcome
 	Requests   *prometheus.CounterVec   // endpoint, status
+	// AppRateLimited counts Slack's app_rate_limited callbacks, over HTTP
+	// and Socket Mode (nil: not counted).
+	AppRateLimited prometheus.Counter
 }
 
 // Runtime is what the ingress takes from the daemon once the database, the

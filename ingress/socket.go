@@ -64,8 +64,8 @@ type socketFrame struct {
 	Payload        json.RawMessage `json:"payload"`
 	RetryAttempt   int             `json:"retry_attempt"`
 	RetryReason    string          `json:"retry_reason"`
-	Reason         string          `json:"reason"` // disconnect
-	NumConnections int             `json:"num_connections"`
+	Reason         string          `json:"reason"`          // disconnect
+	NumConnections *int            `json:"num_connections"` // hello: Slack's count of the app's connections
 }
 
 // socketIngress owns the Socket Mode connections.
@@ -87,12 +87,24 @@ type socketIngress struct {
 	lastHello  atomic.Int64 // unix ms of the last hello on any connection; 0 none yet
 	reconnects atomic.Int64 // connections replaced (ackd_socket_reconnects_total, all reasons)
 
+	// Slack's side (python-slack-sdk #1940): a connection Slack still
+	// counts after its path went half-open is a ghost; at Slack's cap of 10
+	// envelopes go to ghosts and interactive ones are lost silently.
+	open      atomic.Int64               // WebSockets dialled whose read loop has not ended
+	lastCount atomic.Pointer[helloCount] // the latest hello that carried num_connections
+
 	mu        sync.Mutex
 	notBefore time.Time // apps.connections.open is rate limited until then
 	fatal     error     // an auth failure: the slots that hit it stopped
 
 	envelopes *prometheus.CounterVec // type, outcome
 	replaced  *prometheus.CounterVec // reason
+}
+
+// helloCount is what one hello said, beside what this daemon held then.
+type helloCount struct {
+	slack int64 // num_connections: Slack's count of the app's open connections, every daemon's
+	held  int64 // this daemon's open WebSockets then, the new one and any closing included
 }
 
 func newSocketIngress(s *Server) *socketIngress {
@@ -127,8 +139,22 @@ func newSocketIngress(s *Server) *socketIngress {
 	}, func() float64 { return float64(si.live.Load()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ackd_socket_connections_configured",
 		Help: "Socket Mode connections this daemon means to hold ([socket_mode] connections).",
-	}, func() float64 { return float64(si.cfg.Connections) }))
+	}, func() float64 { return float64(si.cfg.Connections) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ackd_socket_slack_connections",
+		Help: "Socket Mode connections Slack counts for this app (num_connections of the latest hello on this daemon's connections; every daemon's, and any ghosts); 0 before the first.",
+	}, func() float64 { return float64(si.helloCount().slack) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ackd_socket_connections_at_hello",
+		Help: "Socket Mode connections this daemon had open when that hello came (the new one and any closing included): ackd_socket_slack_connections less this is what the others and ghosts hold.",
+	}, func() float64 { return float64(si.helloCount().held) }))
 	return si
+}
+
+// helloCount is the latest hello's count; zero before the first.
+func (si *socketIngress) helloCount() helloCount {
+	if p := si.lastCount.Load(); p != nil {
+		return *p
+	}
+	return helloCount{}
 }
 
 func (si *socketIngress) start() {
@@ -391,6 +417,7 @@ func (si *socketIngress) dial(slot int) (*sockConn, error) {
 		_ = resp.Body.Close()
 	}
 	ws.SetReadLimit(MaxBody)
+	si.open.Add(1) // until its read loop ends: Slack has let it go, or the path is dead
 	c := &sockConn{si: si, id: si.seq.Add(1), slot: slot, ws: ws, opened: time.Now(),
 		hello: make(chan struct{}), disconnect: make(chan string, 1), ended: make(chan struct{})}
 	go c.readLoop()
@@ -531,6 +558,7 @@ func (c *sockConn) close() {
 
 func (c *sockConn) readLoop() {
 	defer close(c.ended)
+	defer c.si.open.Add(-1)
 	silence := c.si.cfg.Silence.Duration
 	c.ws.SetPingHandler(func(data string) error {
 		_ = c.ws.SetReadDeadline(time.Now().Add(silence))
@@ -578,6 +606,9 @@ func (c *sockConn) readLoop() {
 		switch f.Type {
 		case "hello":
 			c.si.envelopes.WithLabelValues("hello", "control").Inc()
+			if n := f.NumConnections; n != nil {
+				c.si.lastCount.Store(&helloCount{slack: int64(*n), held: c.si.open.Load()})
+			}
 			c.helloOnce.Do(func() {
 				c.si.lastHello.Store(time.Now().UnixMilli())
 				c.setLive(true)

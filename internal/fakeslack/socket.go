@@ -54,6 +54,7 @@ type Socket struct {
 
 	mu        sync.Mutex
 	revoked   bool
+	ghosts    int // registrations Slack counts that no client holds (Ghosts)
 	opens     int
 	conns     []*sconn
 	rr        int
@@ -175,6 +176,16 @@ func (k *Socket) Revoke() {
 	k.mu.Unlock()
 }
 
+// Ghosts makes Slack count n more connections than are open from now on: the
+// registrations a reconnect over a half-open path leaves behind
+// (python-slack-sdk #1940). Later hellos' num_connections include them;
+// envelopes still go only to open connections.
+func (k *Socket) Ghosts(n int) {
+	k.mu.Lock()
+	k.ghosts = n
+	k.mu.Unlock()
+}
+
 // Opens is how many times apps.connections.open succeeded.
 func (k *Socket) Opens() int {
 	k.mu.Lock()
@@ -218,7 +229,7 @@ func (k *Socket) serveWS(w http.ResponseWriter, r *http.Request) {
 	k.mu.Lock()
 	c := &sconn{id: len(k.conns) + 1, ws: ws, opened: time.Now(), stop: make(chan struct{})}
 	k.conns = append(k.conns, c)
-	live := k.openCount()
+	live := k.openCount() + k.ghosts
 	k.mu.Unlock()
 	hello, _ := json.Marshal(map[string]any{"type": "hello", "num_connections": live,
 		"connection_info": map[string]string{"app_id": "A0FAKEAPP"},
