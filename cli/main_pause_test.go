@@ -208,3 +208,56 @@ func testRoutePauseAndReplay(t *testing.T, db string) {
 	}
 	d.stop()
 }
+
+// The command line acts on what it previewed too: --dry-run prints the
+// selection as a command with absolute times and --expect N, and a run
+// whose selection no longer has N rows changes nothing and says both
+// numbers (issue 38.1).
+func TestReplayActsOnWhatItPreviewed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ackd.db")
+	hook := procNewHook(t, http.StatusOK, false)
+	cfg := procLogAndForwardConfig(t, dir, hook.URL) // routes "log" and "fwd"
+	d := procServe(t, procServeOpts{Config: cfg, DB: db})
+	sdb := procOpenDB(t, db)
+	for _, id := range []string{"EvPrev1", "EvPrev2"} {
+		d.mustPostEvent(procMention(id, "hi"))
+	}
+	procWaitFor(t, "both log rows done", 20*time.Second, func() bool {
+		return procQueryInt(t, sdb, `SELECT count(*) FROM outbox WHERE effect = 'log' AND status = 'done'`) == 2
+	})
+	ackd := func(args ...string) procResult {
+		t.Helper()
+		return procRun(t, procEnv(), append(args, "--db", db, "--config", cfg)...)
+	}
+	r := ackd("outbox", "replay", "--route", "log", "--since", "1h", "--dry-run")
+	m := regexp.MustCompile(`to replay exactly these: ackd (outbox replay --route log --since (\S+) --until (\S+) --status done --expect 2)\n`).FindStringSubmatch(r.Stdout)
+	if r.Code != 0 || m == nil {
+		t.Fatalf("replay --dry-run: exit %d, stdout %q; want the selection as a command with --expect 2", r.Code, r.Stdout)
+	}
+	for _, ts := range m[2:4] {
+		if _, err := time.Parse(time.RFC3339Nano, ts); err != nil {
+			t.Errorf("the printed window %q is not an absolute time: %v", ts, err)
+		}
+	}
+	rows := func() int64 { return procQueryInt(t, sdb, `SELECT count(*) FROM outbox WHERE effect = 'log'`) }
+	wrong := ackd(strings.Fields(strings.Replace(m[1], "--expect 2", "--expect 3", 1))...)
+	if wrong.Code == 0 || !strings.Contains(wrong.Stderr, "the preview counted 3 rows, the same filter selects 2 now") {
+		t.Errorf("replay --expect 3 of 2 rows: exit %d, stderr %q; want a refusal naming both numbers", wrong.Code, wrong.Stderr)
+	}
+	if n := rows(); n != 2 {
+		t.Fatalf("%d log rows after a refused replay, want 2", n)
+	}
+	if ok := ackd(strings.Fields(m[1])...); ok.Code != 0 || rows() != 4 {
+		t.Fatalf("the printed command: exit %d (%s), %d log rows; want 4", ok.Code, ok.Stderr, rows())
+	}
+	// A new event inside a relative window does not join the printed one.
+	d.mustPostEvent(procMention("EvPrev3", "later"))
+	procWaitFor(t, "the third log row done", 20*time.Second, func() bool {
+		return procQueryInt(t, sdb, `SELECT count(*) FROM outbox WHERE idempotency_key = 'EvPrev3:log' AND status = 'done'`) == 1
+	})
+	if again := ackd(strings.Fields(m[1])...); again.Code != 0 || rows() != 7 {
+		t.Errorf("the printed command again: exit %d (%s), %d log rows; want 7 (the two originals once more, not EvPrev3 nor the replays)", again.Code, again.Stderr, rows())
+	}
+}

@@ -93,6 +93,10 @@ func (g *globals) rowsCmd(v rowsVerb) *cobra.Command {
 				return fmt.Errorf("outbox %s: give row IDs or --all-parked", v.name)
 			case filtered && !bulk:
 				return fmt.Errorf("outbox %s: --route, --effect and --older-than select among parked rows; use them with --all-parked", v.name)
+			case f.Expect < 0:
+				return fmt.Errorf("outbox %s: --expect must not be negative", v.name)
+			case cmd.Flags().Changed("expect") && !bulk:
+				return fmt.Errorf("outbox %s: --expect is the count of a bulk selection; use it with --all-parked or --all-discarded", v.name)
 			case f.OlderThan < 0:
 				return fmt.Errorf("outbox %s: --older-than must not be negative", v.name)
 			case cmd.Flags().Changed("discarded-since") && !allDiscarded:
@@ -131,6 +135,9 @@ func (g *globals) rowsCmd(v rowsVerb) *cobra.Command {
 						return err
 					}
 					n, err := v.many(st, ctx, f)
+					if changed := (*store.SelectionChanged)(nil); errors.As(err, &changed) {
+						return fmt.Errorf("outbox %s: %w", v.name, changed)
+					}
 					if err != nil {
 						return err
 					}
@@ -165,6 +172,7 @@ func (g *globals) rowsCmd(v rowsVerb) *cobra.Command {
 	c.Flags().StringVar(&f.Effect, "effect", "", "with --all-…: only rows of this effect (refused when empty or unknown)")
 	c.Flags().DurationVar(&f.OlderThan, "older-than", 0, "with --all-…: only rows created longer ago than this (e.g. 24h)")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, fmt.Sprintf("show what would change (how many rows, the first %d), change nothing", previewRows))
+	c.Flags().Int64Var(&f.Expect, "expect", 0, "with --all-…: act only if the filter selects exactly this many rows (the count --dry-run printed); otherwise change nothing")
 	return c
 }
 
@@ -274,6 +282,15 @@ func (g *globals) previewFilter(ctx context.Context, st store.Store, v rowsVerb,
 		return err
 	}
 	fmt.Fprintf(g.stdout, "would %s %d %s rows\n", v.name, total, f.Status())
+	if total > 0 {
+		// What was previewed, as a command that acts only while the
+		// filter still selects that many rows.
+		all := " --all-parked"
+		if f.Discarded {
+			all = " --all-discarded"
+		}
+		fmt.Fprintf(g.stdout, "to %s exactly these: ackd outbox %s%s%s --expect %d\n", v.name, v.name, all, filterArgs(f), total)
+	}
 	if total > 0 {
 		w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "ID\tEFFECT\tROUTE\tATTEMPTS\tCREATED\tKEY\tLAST ERROR")

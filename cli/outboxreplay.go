@@ -25,6 +25,7 @@ const replayWarning = "warning: a replay performs each row's effect again: a pos
 // request; the original row and the receipts stay as they are.
 func replayCmd(g *globals) *cobra.Command {
 	var route, since, until, statuses string
+	var expect int64
 	var dryRun bool
 	c := &cobra.Command{
 		Use:   "replay (ID... | --route R --since T [--until T] [--status done,parked,discarded]) [--dry-run]",
@@ -55,7 +56,10 @@ func replayCmd(g *globals) *cobra.Command {
 				return errors.New("outbox replay: --route needs --since T (RFC 3339, or a duration ago such as 2h): the start of the window to replay")
 			}
 			route = config.RouteName(route) // NFC, as the config's names
-			var f store.ReplayFilter
+			if expect < 0 {
+				return errors.New("outbox replay: --expect must not be negative")
+			}
+			f := store.ReplayFilter{Expect: expect}
 			for _, a := range args {
 				id, err := strconv.ParseInt(a, 10, 64)
 				if err != nil || id <= 0 {
@@ -109,6 +113,16 @@ func replayCmd(g *globals) *cobra.Command {
 					return fmt.Errorf("outbox %w", unwrapFilter(err))
 				}
 				if dryRun {
+					if f.IDs == nil && f.Until.IsZero() {
+						// The preview's window ends now: the command it
+						// prints replays what it counted, not what arrives
+						// later.
+						now, err := storeClock(ctx, st)
+						if err != nil {
+							return err
+						}
+						f.Until = now
+					}
 					return g.previewReplay(ctx, st, f)
 				}
 				done, err := st.Replay(ctx, f)
@@ -131,6 +145,7 @@ func replayCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&until, "until", "", "with --route: rows created before this time (RFC 3339, or a duration ago; default now)")
 	c.Flags().StringVar(&statuses, "status", "", "with --route: statuses to replay, comma-separated: done, parked, discarded (default done)")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, fmt.Sprintf("show what would be replayed (how many rows, the first %d), change nothing", previewRows))
+	c.Flags().Int64Var(&expect, "expect", 0, "act only if the selection is exactly this many rows (the count --dry-run printed, with its absolute --since and --until); otherwise replay nothing")
 	return c
 }
 
@@ -207,6 +222,18 @@ func (g *globals) previewReplay(ctx context.Context, st store.Store, f store.Rep
 		return replayError(err)
 	}
 	fmt.Fprintf(g.stdout, "would replay %d %s\n", total, plural(total, "row", "rows"))
+	if total > 0 {
+		cmd := "ackd outbox replay"
+		if f.IDs != nil {
+			for _, id := range f.IDs {
+				cmd += " " + strconv.FormatInt(id, 10)
+			}
+		} else {
+			cmd += fmt.Sprintf(" --route %s --since %s --until %s --status %s", shellQuote(f.Route),
+				f.Since.UTC().Format(time.RFC3339Nano), f.Until.UTC().Format(time.RFC3339Nano), strings.Join(f.StatusList(), ","))
+		}
+		fmt.Fprintf(g.stdout, "to replay exactly these: %s --expect %d\n", cmd, total)
+	}
 	if total > 0 {
 		fmt.Fprintln(g.stderr, replayWarning)
 	}
