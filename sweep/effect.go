@@ -20,6 +20,10 @@ type Job struct {
 	// ClaimedAt is when this attempt's claim was stamped, on the store's
 	// clock (the lease's end less its length); zero when not known.
 	ClaimedAt time.Time
+	// Timeout is the effect's deadline as the sweep set it (the route's
+	// timeout, within the lease and an inline attempt's budget); zero when
+	// not known (a performer called directly).
+	Timeout time.Duration
 	// Progress keeps what this attempt has done so far in the row, fenced
 	// by its claim token (store.Store.SaveProgress): an effect that works
 	// for long (a stream) saves there what the next attempt needs to

@@ -371,6 +371,7 @@ func (s *Sweeper) perform(ctx context.Context, a attempt, c *completer) (res per
 			// and comes back when its lease expires.
 			return performed{outcome: OutcomeAbandoned}
 		}
+		job.Timeout = timeout
 		ectx, cancel := context.WithTimeout(ctx, timeout)
 		out, effErr = perf.Perform(ectx, job)
 		cancel()
