@@ -339,7 +339,7 @@ func (s *streamer) final(f *Failure) bool {
 	case Permanent:
 		return true
 	case Retryable:
-		return s.e.cfg.MaxAttempts > 0 && s.job.Attempt >= s.e.cfg.MaxAttempts
+		return s.job.last(s.e.cfg.MaxAttempts)
 	}
 	return false
 }

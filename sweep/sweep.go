@@ -251,7 +251,7 @@ func (s *Sweeper) logRow(level slog.Level, row store.Row, msg string, args ...an
 		return
 	}
 	s.log.Log(context.Background(), level, msg, append([]any{"id", row.ID, "key", row.Key,
-		"effect", row.Effect, "attempt", row.Attempts + 1}, args...)...)
+		"effect", row.Effect, "attempt", attemptNumber(row)}, args...)...)
 }
 
 // Attempt is what performing one claimed row came to.
@@ -325,7 +325,7 @@ func (s *Sweeper) perform(ctx context.Context, a attempt, c *completer) (res per
 			s.obs.Attempt(row.Effect, outcome, time.Since(start))
 		}
 	}()
-	job := Job{Row: row, Attempt: row.Attempts + 1, Progress: rowProgress{st: s.store, id: row.ID, token: token}}
+	job := Job{Row: row, Attempt: attemptNumber(row), Progress: rowProgress{st: s.store, id: row.ID, token: token}}
 	if !row.ClaimExpiresAt.IsZero() && c != nil {
 		// A sweep's own claim stamped now+Lease; an inline attempt's row
 		// was written leased for another length.
