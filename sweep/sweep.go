@@ -443,7 +443,8 @@ func (s *Sweeper) completeOne(ctx context.Context, a attempt, out Outcome, start
 // would find its fence gone and call it lost). The error is the last
 // write's, when none succeeded in time.
 func (s *Sweeper) completeHeld(ctx context.Context, token string, leaseEnd, writeBy time.Time, done []store.Completion) ([]bool, error) {
-	until := leaseEnd
+	// The lease's end, on the process's monotonic clock from here on.
+	until := time.Now().Add(leaseEnd.Sub(s.store.Now()))
 	if !writeBy.IsZero() && writeBy.Before(until) {
 		until = writeBy
 	}
@@ -458,12 +459,16 @@ func (s *Sweeper) completeHeld(ctx context.Context, token string, leaseEnd, writ
 		for j, i := range todo {
 			batch[j] = done[i]
 		}
-		wctx, cancel := writeCtx(ctx, writeBy)
-		if left := until.Sub(s.store.Now()); left > 0 {
-			var c2 context.CancelFunc
-			wctx, c2 = context.WithTimeout(wctx, left)
-			defer c2()
+		// Each write within writeTimeout (or writeBy), and within what is
+		// left of the lease once it is retried.
+		d := writeTimeout
+		if !writeBy.IsZero() {
+			d = time.Until(writeBy)
 		}
+		if left := time.Until(until); try > 1 && left < d {
+			d = left
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 		hs, err := s.store.CompleteBatch(wctx, token, batch)
 		cancel()
 		if err == nil {
@@ -475,10 +480,10 @@ func (s *Sweeper) completeHeld(ctx context.Context, token string, leaseEnd, writ
 			}
 			return held, nil
 		}
-		if errors.Is(err, store.ErrClosed) || ctx.Err() != nil || s.store.Now().Add(wait).After(until) {
+		if errors.Is(err, store.ErrClosed) || ctx.Err() != nil || time.Now().Add(wait).After(until) {
 			return nil, err
 		}
-		s.log.Warn("completion not recorded; writing it again while the lease holds", "rows", len(todo), "try", try, "retry_in", wait, "lease_until", until, "err", err)
+		s.log.Warn("completion not recorded; writing it again while the lease holds", "rows", len(todo), "try", try, "retry_in", wait, "lease_until", leaseEnd, "err", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
