@@ -39,7 +39,10 @@
 // database (AttemptLog, attempts.go): by Complete, CompleteBatch and Fail in
 // their own transaction (fenced, changing nothing else, when the lease was
 // lost), or as unknown by the claim that takes the row from an expired
-// lease. They are deleted with their row.
+// lease, which also counts it against max_attempts (and parks the row
+// when that spends them: a row whose effect kills its process ends). They
+// are deleted with their row. Every claim numbers its request to the
+// handler one past the row's last (Row.Deliveries, X-Ackd-Attempt).
 package store
 
 import (
