@@ -136,7 +136,7 @@ const requestSQL = `SELECT content_type, body FROM slack_requests WHERE event_id
 
 // claimSQL is the claim statement (see Claim): ?1 token, ?2 lease expiry,
 // ?3 now, ?4 limit, ?5 the effects a claim may take as a JSON array, or
-// NULL for every effect.
+// NULL for every effect, ?6 max_attempts.
 //
 // Issue 38: a claim that takes a row from another token's expired lease
 // (takeover) counts that claim's attempt, which ended with no word (its
