@@ -94,7 +94,9 @@ type Store interface {
 	// performed the effect and died before saying so).
 	//
 	// Attempts count across crashes (issue 38): such a takeover counts the
-	// dead attempt (Row.Attempts + 1, recorded as AttemptUnknown), and
+	// dead attempt (Row.Attempts + 1, recorded as AttemptUnknown; not for
+	// the lease a row was written with, NewRow.ClaimToken, which the
+	// intent's other rows share unperformed), and
 	// when that spends Options.MaxAttempts it parks the row in the same
 	// statement instead of claiming it (last_error says why; it is logged,
 	// LogParkedByClaim, and not returned), so a row whose effect kills its

@@ -139,7 +139,7 @@ const claimSQL = `WITH ` + clockCTE + `,
 	       claim_lease_ms = $3::bigint,
 	       first_claimed_at = coalesce(o.first_claimed_at, clock.now),
 	       outcome_unknown = o.outcome_unknown OR ` + takeoverTerm + `,
-	       attempts = o.attempts + ` + takeoverTerm + `::int,
+	       attempts = o.attempts + ` + countTerm + `::int,
 	       status = CASE WHEN ` + parkTerm + ` THEN 'parked' ELSE o.status END,
 	       last_error = CASE WHEN ` + parkTerm + ` THEN format(` + parkedDeadMsg + `, o.attempts + 1) ELSE o.last_error END,
 	       deliveries = CASE WHEN o.claim_token IS NOT DISTINCT FROM $2 OR ` + parkTerm + ` THEN o.deliveries
@@ -160,8 +160,12 @@ const claimSQL = `WITH ` + clockCTE + `,
 // max_attempts). deliveries numbers the claim's request (X-Ackd-Attempt).
 const takeoverTerm = `(o.claim_token IS NOT NULL AND o.claim_token IS DISTINCT FROM $2)`
 
-// parkTerm: a takeover whose dead attempt spends the row's budget.
-const parkTerm = `(` + takeoverTerm + ` AND o.attempts + 1 >= $6::int)`
+// countTerm: a takeover of a lease a claim stamped, whose attempt is
+// counted (not the lease a row was written with: see SQLite's).
+const countTerm = `(` + takeoverTerm + ` AND o.first_claimed_at IS NOT NULL)`
+
+// parkTerm: a counted takeover whose dead attempt spends the row's budget.
+const parkTerm = `(` + countTerm + ` AND o.attempts + 1 >= $6::int)`
 
 // parkedDeadMsg is the last_error of a row parked by the claim, a format()
 // string of the attempts spent (the same text as SQLite's).

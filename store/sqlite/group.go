@@ -151,7 +151,7 @@ const claimSQL = `UPDATE outbox
 		                 claim_lease_ms = ?2 - ?3,
 		                 first_claimed_at = coalesce(first_claimed_at, ?3),
 		                 outcome_unknown = outcome_unknown OR ` + takeoverTerm + `,
-		                 attempts = attempts + ` + takeoverTerm + `,
+		                 attempts = attempts + ` + countTerm + `,
 		                 status = CASE WHEN ` + parkTerm + ` THEN 'parked' ELSE status END,
 		                 last_error = CASE WHEN ` + parkTerm + ` THEN printf(` + parkedDeadMsg + `, attempts + 1) ELSE last_error END` +
 	deliveriesSet + `
@@ -179,8 +179,14 @@ const claimSQL = `UPDATE outbox
 // token's lease (which ran out, or was stamped from the future).
 const takeoverTerm = `(claim_token IS NOT NULL AND claim_token IS NOT ?1)`
 
-// parkTerm: a takeover whose dead attempt spends the row's budget (?6).
-const parkTerm = `(` + takeoverTerm + ` AND attempts + 1 >= ?6)`
+// countTerm: a takeover of a lease a claim stamped (first_claimed_at is
+// set by every claim), whose attempt is counted. A lease a row was written
+// with (RecordIntent's inline attempt: the intent's other rows share it
+// and were never performed under it) is not counted.
+const countTerm = `(` + takeoverTerm + ` AND first_claimed_at IS NOT NULL)`
+
+// parkTerm: a counted takeover whose dead attempt spends the row's budget (?6).
+const parkTerm = `(` + countTerm + ` AND attempts + 1 >= ?6)`
 
 // parkedDeadMsg is the last_error of a row parked by the claim (parkTerm),
 // a printf format of the attempts spent.

@@ -96,17 +96,34 @@ func testAttemptsAcrossCrashes(t *testing.T, newDB NewDB) {
 
 	t.Run("a row written claimed (an inline attempt) is request 1; the claim after it is 2", func(t *testing.T) {
 		db := newDB(t)
-		s := db.Open(t, store.Options{BackoffBase: time.Second, BackoffMax: time.Second})
-		in := intent("Ev1", "r")
-		in.Rows[0].ClaimToken, in.Rows[0].ClaimLease = "I", time.Minute
+		s := db.Open(t, store.Options{MaxAttempts: 1, BackoffBase: time.Second, BackoffMax: time.Second})
+		in := intent("Ev1", "r", "other")
+		for i := range in.Rows {
+			in.Rows[i].ClaimToken, in.Rows[i].ClaimLease = "I", time.Minute
+		}
 		mustRecord(t, s, in)
-		id := all(t, s)[0].ID
-		if res, err := s.Fail(ctx, id, "I", store.Failure{Kind: store.FailRetryable, Msg: "late"}); err != nil || !res.Held {
+		rows := all(t, s)
+		inline, other := rows[0].ID, rows[1].ID
+		if rows[0].Key != "Ev1:r" {
+			inline, other = other, inline
+		}
+		if res, err := s.Fail(ctx, inline, "I", store.Failure{Kind: store.FailRateLimited, Msg: "429", RetryAfter: time.Second}); err != nil || !res.Held {
 			t.Fatal(res, err)
 		}
 		db.Advance(2 * time.Minute)
-		if r := claimOne(t, s, "A"); r.Attempts != 1 || r.Deliveries != 2 {
-			t.Fatalf("the claim after the inline attempt: attempts %d, delivery %d; want 1 and 2", r.Attempts, r.Deliveries)
+		got := mustClaim(t, s, "A", 10, time.Minute)
+		if len(got) != 2 {
+			t.Fatalf("claimed %+v, want both rows (max_attempts 1, none spent)", got)
+		}
+		for _, r := range got {
+			if r.ID == inline && (r.Attempts != 0 || r.Deliveries != 2) {
+				t.Fatalf("the claim after the inline attempt: attempts %d, delivery %d; want 0 (a 429) and 2", r.Attempts, r.Deliveries)
+			}
+			// The intent's other row shared the inline lease and was never
+			// performed under it: taking that lease counts nothing.
+			if r.ID == other && r.Attempts != 0 {
+				t.Fatalf("the intent's other row: attempts %d, want 0", r.Attempts)
+			}
 		}
 	})
 
