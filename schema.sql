@@ -489,9 +489,37 @@ CREATE TABLE ackd_route_pauses (
 );
 
 -- migrate: 15
--- cost: placeholder on branch i-stop: another branch's migration 15 takes this place at merge
+-- cost: in place: adds a column with a default and replaces a trigger, reads no row
 
-SELECT 1;
+-- Attempts count across crashes (issue 38). deliveries is the number of
+-- the row's latest request to its handler or agent, the X-Ackd-Attempt it
+-- carried: every claim that takes the row counts one more, 429 waits and
+-- requeues included, so a handler never sees one number twice for a row.
+-- attempts, the budget max_attempts spends, now also counts an attempt
+-- whose process died: the claim that takes its expired lease counts it,
+-- and once that spends the budget parks the row (last_error says why)
+-- instead of performing it again, so a row that kills its process each
+-- time ends. A row from before this column (0) is numbered on from its
+-- attempts and its history at its next claim.
+ALTER TABLE outbox ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0;
+
+-- The dead attempt is recorded as unknown also when the claim that takes
+-- its lease parks the row.
+DROP TRIGGER outbox_attempt_unknown;
+CREATE TRIGGER outbox_attempt_unknown
+AFTER UPDATE OF claim_token ON outbox
+WHEN old.claim_token IS NOT NULL AND old.status = 'pending'
+ AND new.claim_token IS NOT old.claim_token
+ AND (new.claim_token IS NOT NULL OR new.status IN ('discarded', 'parked'))
+BEGIN
+  INSERT INTO outbox_attempts (row_id, claim_token, n, started_at, outcome)
+  SELECT old.id, old.claim_token, coalesce(max(a.n), 0) + 1,
+         coalesce(old.claim_expires_at - old.claim_lease_ms, old.first_claimed_at, old.created_at),
+         'unknown'
+    FROM outbox_attempts AS a
+   WHERE a.row_id = old.id
+  ON CONFLICT (row_id, claim_token) DO NOTHING;
+END;
 
 -- migrate: 16
 -- cost: a new table, reads no row

@@ -12,7 +12,37 @@ const (
 	AttemptParked  = "parked"  // it failed for good; the row is parked
 	AttemptFenced  = "fenced"  // its claim had lost the lease: nothing of it was written to the row
 	AttemptUnknown = "unknown" // its claimer ended neither way (died, or stopped, mid-effect): the lease ran out
+	// AttemptUnrecorded is never stored: Attempts lists it for the
+	// attempts a row counts that were made before the database kept their
+	// history (an upgraded row), so that the list and the row's attempts
+	// agree. Only their number is known.
+	AttemptUnrecorded = "unrecorded"
 )
+
+// UnrecordedError is the Error of an AttemptUnrecorded attempt.
+const UnrecordedError = "made before this database recorded attempts: only their count (the row's attempts) is known"
+
+// WithUnrecorded puts in front of a row's recorded attempts (oldest first)
+// one AttemptUnrecorded for each attempt the row counts (counted, its
+// attempts column) beyond those in its history (each of which it may have
+// counted: a fenced or unknown one was counted by the claim that took its
+// lease), started at start (the row's first claim, or its creation), and
+// numbers them all from 1.
+func WithUnrecorded(got []Attempt, rowID int64, counted int, start time.Time) []Attempt {
+	missing := counted - len(got)
+	if missing <= 0 {
+		return got
+	}
+	out := make([]Attempt, 0, missing+len(got))
+	for range missing {
+		out = append(out, Attempt{RowID: rowID, StartedAt: start, Outcome: AttemptUnrecorded, Error: UnrecordedError})
+	}
+	out = append(out, got...)
+	for i := range out {
+		out[i].N = i + 1
+	}
+	return out
+}
 
 // Attempt is one performance of a row, recorded in the database on both
 // engines and pruned with its row (issue 31, DESIGN §11 "The console").
@@ -28,10 +58,12 @@ const (
 //
 // N numbers a row's attempts from 1 in the order they were recorded. It
 // counts every claim that performed the row, so it matches the row's
-// attempts column while each attempt ends in Complete or Fail; it runs
-// ahead of it by the attempts that column does not count (rate limited and
-// unknown ones) and keeps counting across a requeue, which starts the
-// column again from 0.
+// attempts column while each attempt ends in Complete or Fail or is taken
+// over as unknown by the next claim (which counts it); it runs ahead of it
+// by the attempts that column does not count (rate limited and fenced
+// ones) and keeps counting across a requeue, which starts the column again
+// from 0. A row whose attempts began before the history was kept lists
+// those as AttemptUnrecorded (WithUnrecorded).
 type Attempt struct {
 	RowID     int64
 	N         int       // 1 for the row's first attempt

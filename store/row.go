@@ -52,12 +52,23 @@ func (f ParkedFilter) Status() string {
 
 // Row is one outbox row as the sweep and the operator commands see it.
 type Row struct {
-	ID             int64
-	Key            string // idempotency_key
-	Effect         string
-	Payload        string // JSON; carries everything needed to perform the effect
-	Status         string
-	Attempts       int // attempts made: failed ones, plus the successful one once done
+	ID      int64
+	Key     string // idempotency_key
+	Effect  string
+	Payload string // JSON; carries everything needed to perform the effect
+	Status  string
+	// Attempts is the budget max_attempts spends: the failed attempts
+	// (429 waits and rows handed back spend none), the attempts whose
+	// process died (counted by the claim that takes their expired lease),
+	// plus the successful one once done. The attempt under way is not in
+	// it yet: it is counted by its own end, or by the claim after it.
+	Attempts int
+	// Deliveries is the number of this claim's request to the handler or
+	// agent (its X-Ackd-Attempt): one more for every claim of the row,
+	// 429 waits and requeues included, so no number repeats for a row.
+	// Only Claim fills it in (0 elsewhere, and on a row written already
+	// claimed: its first request is 1).
+	Deliveries     int
 	ClaimToken     string
 	ClaimExpiresAt time.Time // zero when not claimed
 	NextAttemptAt  time.Time

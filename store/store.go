@@ -39,7 +39,10 @@
 // database (AttemptLog, attempts.go): by Complete, CompleteBatch and Fail in
 // their own transaction (fenced, changing nothing else, when the lease was
 // lost), or as unknown by the claim that takes the row from an expired
-// lease. They are deleted with their row.
+// lease, which also counts it against max_attempts (and parks the row
+// when that spends them: a row whose effect kills its process ends). They
+// are deleted with their row. Every claim numbers its request to the
+// handler one past the row's last (Row.Deliveries, X-Ackd-Attempt).
 package store
 
 import (
@@ -90,6 +93,17 @@ type Store interface {
 	// when it takes a row whose lease another token held and let expire
 	// (that claimer neither completed nor failed the row: it may have
 	// performed the effect and died before saying so).
+	//
+	// Attempts count across crashes (issue 38): such a takeover counts the
+	// dead attempt (Row.Attempts + 1, recorded as AttemptUnknown; not for
+	// the lease a row was written with, NewRow.ClaimToken, which the
+	// intent's other rows share unperformed), and
+	// when that spends Options.MaxAttempts it parks the row in the same
+	// statement instead of claiming it (last_error says why; it is logged,
+	// LogParkedByClaim, and not returned), so a row whose effect kills its
+	// process each time ends. Every claim of a row numbers its request
+	// (Row.Deliveries, X-Ackd-Attempt) one past the row's last; a re-claim
+	// by the same token keeps it.
 	Claim(ctx context.Context, token string, limit int, lease time.Duration, filter *ClaimFilter) ([]Row, error)
 	// Complete marks row id done if token still holds it, counting the
 	// successful attempt (attempts+1: a row done on its first attempt shows
@@ -222,6 +236,15 @@ type Store interface {
 	Engine() string
 	Location() string
 	Close() error
+}
+
+// LogParkedByClaim logs each row a claim parked because the attempt whose
+// lease it took spent the row's budget (see Store.Claim).
+func LogParkedByClaim(log *slog.Logger, parked []Row) {
+	for _, r := range parked {
+		log.Error("effect parked: its attempts ended with no word from their process (it died or was stopped mid-effect); needs an operator (ackd outbox show / retry)",
+			"id", r.ID, "key", r.Key, "effect", r.Effect, "attempts", r.Attempts, "outcome", StatusParked, "err", r.LastError)
+	}
 }
 
 // Completion is one row's successful attempt, for CompleteBatch.

@@ -16,10 +16,20 @@ import (
 type Job struct {
 	Row     store.Row
 	Payload Payload
-	Attempt int // 1 for the first attempt: Row.Attempts + 1
+	// Attempt numbers this request to the handler or agent (X-Ackd-Attempt):
+	// 1 for the first, one more for every claim of the row, 429 waits,
+	// crashes and requeues included, so a handler never sees a number twice
+	// for one row (Row.Deliveries; Row.Attempts + 1 for a row not claimed
+	// by Claim). It is not the budget max_attempts spends: that is
+	// Row.Attempts (see Job.last).
+	Attempt int
 	// ClaimedAt is when this attempt's claim was stamped, on the store's
 	// clock (the lease's end less its length); zero when not known.
 	ClaimedAt time.Time
+	// Timeout is the effect's deadline as the sweep set it (the route's
+	// timeout, within the lease and an inline attempt's budget); zero when
+	// not known (a performer called directly).
+	Timeout time.Duration
 	// Progress keeps what this attempt has done so far in the row, fenced
 	// by its claim token (store.Store.SaveProgress): an effect that works
 	// for long (a stream) saves there what the next attempt needs to
@@ -31,6 +41,19 @@ type Job struct {
 	// sets it; nil when a performer is called directly.
 	Stops store.StreamStops
 }
+
+// attemptNumber is the X-Ackd-Attempt of a request made for row (see
+// Job.Attempt).
+func attemptNumber(row store.Row) int {
+	if row.Deliveries > 0 {
+		return row.Deliveries
+	}
+	return row.Attempts + 1
+}
+
+// last reports whether this attempt is the row's last one before it parks
+// (a retryable failure now spends the last of max attempts).
+func (j Job) last(max int) bool { return max > 0 && j.Row.Attempts+1 >= max }
 
 // Progress is one claimed row's saved progress (see Job.Progress).
 type Progress interface {

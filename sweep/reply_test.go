@@ -183,19 +183,19 @@ func TestForwardReplyAtLeastOnce(t *testing.T) {
 		// The lease expired: a real sweep repeats the forward (at-least-once)
 		// and its fenced completion enqueues the follow-up.
 		f.runOnce(t, sw, sweep.Result{Claimed: 1, Done: 1, FollowUps: 1})
-		// The attempt number is attempts+1, and attempts counts recorded
-		// failures: the crash recorded nothing, so the repeat is announced
-		// as attempt 1 again. The handler tells a repeat by the unchanged
-		// Idempotency-Key (checked in forwardsSeen), not by the attempt.
-		if got := f.forwardsSeen(t); len(got) != 2 || got[1] != "1" {
-			t.Fatalf("handler saw attempts %q, want [1 1]", got)
+		// The repeat is announced as attempt 2 (issue 38: a number is
+		// never repeated for a row, and the claim that took the dead lease
+		// counted the crashed attempt), with the unchanged Idempotency-Key
+		// (checked in forwardsSeen).
+		if got := f.forwardsSeen(t); len(got) != 2 || got[1] != "2" {
+			t.Fatalf("handler saw attempts %q, want [1 2]", got)
 		}
 		row, err := f.st.GetByKey(ctx, replyKey)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// attempts counts recorded attempts: the crashed one left no record, the repeat that completed does.
-		if row.Status != store.StatusDone || row.Attempts != 1 || !strings.Contains(row.Result, replyFollow) {
+		// attempts counts the crashed attempt (by the claim that took its lease) and the repeat.
+		if row.Status != store.StatusDone || row.Attempts != 2 || !strings.Contains(row.Result, replyFollow) {
 			t.Errorf("forward row after the repeat: %+v", row)
 		}
 		replies := f.replyRows(t)

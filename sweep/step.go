@@ -340,13 +340,13 @@ func (s stepCall) fail(ctx context.Context, f *Failure) error {
 	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return f // shutdown: the row is left to its lease
 	}
-	last := f.Class == Retryable && s.job.Attempt >= s.e.cfg.MaxAttempts
+	last := f.Class == Retryable && s.job.Row.Attempts+1 >= s.e.cfg.MaxAttempts
 	if f.Class != Permanent && !last {
 		return f
 	}
 	what := "failed"
 	if last {
-		what = fmt.Sprintf("failed on its last attempt (%d)", s.job.Attempt)
+		what = fmt.Sprintf("failed on its last attempt (%d)", s.job.Row.Attempts+1)
 	}
 	msg := fmt.Sprintf("ackd could not complete this step: its handler %s (%s); an operator can read why with `ackd outbox show %d`",
 		what, f.Code, s.job.Row.ID)

@@ -220,7 +220,7 @@ func (e *effects) stream(ctx context.Context, job Job) (Outcome, error) {
 	if err := s.load(ctx); err != nil {
 		return Outcome{}, err
 	}
-	s.readBy = readBy(ctx, time.Now())
+	s.readBy, s.readFor = readBy(ctx, time.Now(), job.Timeout)
 
 	// A user's Stop (stop.go): this process's stops are heard from before
 	// the first read of the database's, so that none falls between; a
@@ -303,15 +303,21 @@ func emptyAnswer(status int, ctype, detail string) *Failure {
 		Err: fmt.Errorf("the agent answered %d with no text to show (Content-Type %q%s)", status, ctype, detail)}
 }
 
-// readBy is when the agent's answer must be complete: a part of the
-// effect's deadline is kept for ending the messages (at most 15s, a fifth
-// of what is left).
-func readBy(ctx context.Context, now time.Time) time.Time {
+// readBy is when the agent's answer must be complete, and how long that
+// gives the agent: a part of the effect's deadline is kept for ending the
+// messages (at most 15s, a fifth of the effect's timeout; of what is left
+// of ctx when the timeout is not known). The limit is what an answer cut
+// at readBy names: the route's timeout less that reserve.
+func readBy(ctx context.Context, now time.Time, timeout time.Duration) (time.Time, time.Duration) {
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return time.Time{}
+		return time.Time{}, 0
 	}
-	return dl.Add(-min(15*time.Second, dl.Sub(now)/5))
+	if timeout <= 0 {
+		timeout = dl.Sub(now)
+	}
+	reserve := min(15*time.Second, timeout/5)
+	return dl.Add(-reserve), timeout - reserve
 }
 
 // jsonAnswer handles an agent's JSON answer (or one of no known type).
@@ -394,7 +400,7 @@ func (s *streamer) final(f *Failure) bool {
 	case Permanent:
 		return true
 	case Retryable:
-		return s.e.cfg.MaxAttempts > 0 && s.job.Attempt >= s.e.cfg.MaxAttempts
+		return s.job.last(s.e.cfg.MaxAttempts)
 	}
 	return false
 }

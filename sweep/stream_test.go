@@ -766,7 +766,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // An agent still answering at the route's timeout: the answer so far is
 // shown and ends with a note; the row is done (asking again would only
-// repeat the wait).
+// repeat the wait). The note names the time the agent was given (issue 38
+// §5): the route's 2s less the fifth kept for ending the messages, 1.6s,
+// not the route's timeout.
 func TestStreamCutAtTheRouteTimeout(t *testing.T) {
 	t.Parallel()
 	f := newStreamFixtureTimeout(t, 2*time.Second)
@@ -776,7 +778,7 @@ func TestStreamCutAtTheRouteTimeout(t *testing.T) {
 	if res := f.run(t); res.Done != 1 {
 		t.Fatalf("RunOnce = %+v", res)
 	}
-	f.mustShow(t, "part of an answer\n\n_(answer cut: it took longer than 2s)_")
+	f.mustShow(t, "part of an answer\n\n_(answer cut: it took longer than 1.6s)_")
 	if n := f.obs.count(sweep.StreamCut + ":timeout"); n != 1 {
 		t.Fatalf("cut counted %d times", n)
 	}
@@ -813,5 +815,32 @@ func TestStreamShutdownMidAnswerLeavesTheRow(t *testing.T) {
 	}
 	if p := f.progress(t); len(p.Msgs) != 1 || p.Msgs[0].TS != f.answer()[0].TS {
 		t.Fatalf("progress %+v", p)
+	}
+}
+
+// Issue 38: Slack answers an append 429 with a Retry-After longer than the
+// attempt has left. The row waits for it without spending an attempt, and
+// the agent asked again is told a number it has not seen for the row
+// (X-Ackd-Attempt 2, not 1 again).
+func TestStreamLongRetryAfterAsksTheAgentUnderANewNumber(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	f.slack.Script("chat.appendStream", fakeslack.OK(), fakeslack.RateLimited("600"))
+	want := strings.Repeat("token ", 30)
+	f.agent.answer(ndjson(20*time.Millisecond, textLines(want, 6)...))
+	if res := f.run(t); res.Retried != 1 {
+		t.Fatalf("first RunOnce = %+v, want the row rescheduled for the Retry-After", res)
+	}
+	if r := f.row(t); r.Status != store.StatusPending || r.Attempts != 0 {
+		t.Fatalf("row %+v: want pending with no attempt spent on the 429", r)
+	}
+	f.clock.Advance(11 * time.Minute)
+	if res := f.run(t); res.Done != 1 {
+		t.Fatalf("second RunOnce = %+v", res)
+	}
+	f.mustShow(t, want)
+	calls := f.agent.Calls()
+	if len(calls) != 2 || calls[0].Attempt != "1" || calls[1].Attempt != "2" {
+		t.Fatalf("agent asked %+v: want attempts 1, then 2", calls)
 	}
 }

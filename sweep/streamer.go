@@ -170,6 +170,7 @@ type streamer struct {
 	cur        int            // the message being streamed (index in prog.Msgs), -1 none
 	sent       int            // characters of the answer already given to messages
 	readBy     time.Time      // the agent's answer must be complete by then (zero: no deadline)
+	readFor    time.Duration  // the time the agent was given: the route's timeout less the reserve
 
 	saved      int // characters of text at the last save
 	lastSave   time.Time
@@ -183,12 +184,23 @@ type streamer struct {
 	user         stopState   // the user's Stop, once heard of
 }
 
-// cutNote ends an answer that was cut.
-func cutNote(reason string, maxChars int, timeout time.Duration) []rune {
+// cutNote ends an answer that was cut. limit is the time the agent was
+// given (streamer.readFor), not the route's timeout: part of that is kept
+// for ending the messages.
+func cutNote(reason string, maxChars int, limit time.Duration) []rune {
 	if reason == "timeout" {
-		return []rune(fmt.Sprintf("\n\n_(answer cut: it took longer than %s)_", timeout.Round(time.Second)))
+		return []rune(fmt.Sprintf("\n\n_(answer cut: it took longer than %s)_", roundLimit(limit)))
 	}
 	return []rune(fmt.Sprintf("\n\n_(answer cut at %s characters)_", thousands(maxChars)))
+}
+
+// roundLimit rounds a time limit for a person: to the second from 10s,
+// else to a tenth (a 2s route gives its agent 1.6s, not "2s").
+func roundLimit(d time.Duration) time.Duration {
+	if d >= 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(100 * time.Millisecond)
 }
 
 // thousands writes n with commas: 40,000.
@@ -240,11 +252,7 @@ func (s *streamer) pump(ctx context.Context, rep *agentReply, stopAgent func()) 
 		seen      bool
 		cut       string
 		limit     = -1 // characters taken from the agent once it is stopped at readBy
-		timeout   time.Duration
 	)
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
 	for {
 		if err := ctx.Err(); err != nil {
 			// Shutdown, or the effect's deadline: left to the lease, or retried.
@@ -272,7 +280,7 @@ func (s *streamer) pump(ctx context.Context, rep *agentReply, stopAgent func()) 
 			stopAgent()
 			if len(text) == 0 {
 				return s.failed(ctx, &Failure{Class: Retryable, Code: "timeout",
-					Err: fmt.Errorf("the agent sent no text within the route's timeout (%s)", timeout.Round(time.Second))})
+					Err: fmt.Errorf("the agent sent no text within the time it was given (%s: the route's timeout less what is kept for ending the messages)", roundLimit(s.readFor))})
 			}
 			limit, done, cut = len(text), true, "timeout"
 		}
@@ -287,7 +295,7 @@ func (s *streamer) pump(ctx context.Context, rep *agentReply, stopAgent func()) 
 		}
 		full := text
 		if done && cut != "" {
-			full = append(text[:len(text):len(text)], cutNote(cut, s.cfg.MaxChars, timeout)...)
+			full = append(text[:len(text):len(text)], cutNote(cut, s.cfg.MaxChars, s.readFor)...)
 		}
 		pending := len(full) - s.sent
 		if pending > 0 && (done || s.cur < 0 || s.prog.Msgs[s.cur].N == 0 || time.Since(s.lastAppend) >= s.cfg.FlushEvery) {
@@ -650,11 +658,7 @@ func (s *streamer) recover(ctx context.Context, rep *agentReply, stopAgent func(
 		statusSeq int
 		limit     = -1
 		cut       string
-		timeout   time.Duration
 	)
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return Outcome{}, Classify(err)
@@ -672,7 +676,7 @@ func (s *streamer) recover(ctx context.Context, rep *agentReply, stopAgent func(
 			stopAgent()
 			if len(text) == 0 {
 				return s.failed(ctx, &Failure{Class: Retryable, Code: "timeout",
-					Err: fmt.Errorf("the agent sent no text within the route's timeout (%s)", timeout.Round(time.Second))})
+					Err: fmt.Errorf("the agent sent no text within the time it was given (%s: the route's timeout less what is kept for ending the messages)", roundLimit(s.readFor))})
 			}
 			limit, cut = len(text), "timeout"
 		}
@@ -690,7 +694,7 @@ func (s *streamer) recover(ctx context.Context, rep *agentReply, stopAgent func(
 			s.obs.FirstText(st.firstText)
 			full := text
 			if cut != "" {
-				full = append(text[:len(text):len(text)], cutNote(cut, s.cfg.MaxChars, timeout)...)
+				full = append(text[:len(text):len(text)], cutNote(cut, s.cfg.MaxChars, s.readFor)...)
 			}
 			return s.finishRecovery(ctx, text, full, cut, true)
 		}

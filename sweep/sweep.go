@@ -251,7 +251,7 @@ func (s *Sweeper) logRow(level slog.Level, row store.Row, msg string, args ...an
 		return
 	}
 	s.log.Log(context.Background(), level, msg, append([]any{"id", row.ID, "key", row.Key,
-		"effect", row.Effect, "attempt", row.Attempts + 1}, args...)...)
+		"effect", row.Effect, "attempt", attemptNumber(row)}, args...)...)
 }
 
 // Attempt is what performing one claimed row came to.
@@ -325,7 +325,7 @@ func (s *Sweeper) perform(ctx context.Context, a attempt, c *completer) (res per
 			s.obs.Attempt(row.Effect, outcome, time.Since(start))
 		}
 	}()
-	job := Job{Row: row, Attempt: row.Attempts + 1, Progress: rowProgress{st: s.store, id: row.ID, token: token}, Stops: s.store}
+	job := Job{Row: row, Attempt: attemptNumber(row), Progress: rowProgress{st: s.store, id: row.ID, token: token}, Stops: s.store}
 	if !row.ClaimExpiresAt.IsZero() && c != nil {
 		// A sweep's own claim stamped now+Lease; an inline attempt's row
 		// was written leased for another length.
@@ -371,6 +371,7 @@ func (s *Sweeper) perform(ctx context.Context, a attempt, c *completer) (res per
 			// and comes back when its lease expires.
 			return performed{outcome: OutcomeAbandoned}
 		}
+		job.Timeout = timeout
 		ectx, cancel := context.WithTimeout(ctx, timeout)
 		out, effErr = perf.Perform(ectx, job)
 		cancel()
@@ -409,9 +410,7 @@ func writeCtx(ctx context.Context, writeBy time.Time) (context.Context, context.
 // through CompleteBatch, which stores a note and the attempt's details.
 func (s *Sweeper) completeOne(ctx context.Context, a attempt, out Outcome, start time.Time) (string, error) {
 	row := a.row
-	wctx, cancel := writeCtx(ctx, a.writeBy)
-	defer cancel()
-	hs, err := s.store.CompleteBatch(wctx, a.token, []store.Completion{out.completion(row.ID, a.started)})
+	hs, err := s.completeHeld(ctx, a.token, a.leaseEnd, a.writeBy, []store.Completion{out.completion(row.ID, a.started)})
 	held := err == nil && len(hs) == 1 && hs[0]
 	took := time.Since(start)
 	switch {
@@ -431,6 +430,99 @@ func (s *Sweeper) completeOne(ctx context.Context, a attempt, out Outcome, start
 	s.logRow(slog.LevelDebug, row, "effect done", "outcome", OutcomeDone,
 		"latency_ms", took.Milliseconds(), "follow_ups", len(out.FollowUps))
 	return OutcomeDone, nil
+}
+
+// completeHeld records done (successful attempts of one claim) with
+// CompleteBatch, fenced by token. A write that fails (the database briefly
+// away, its write lock held elsewhere) is made again, with backoff, while
+// the claim's lease holds (until leaseEnd, or writeBy when set), so that an
+// effect that succeeded is not performed again for want of a write when
+// the database comes back in time; shutdown (ctx) ends the retries. After
+// a commit whose outcome was unknown, the rows are read first: one found
+// done under token was recorded, and is not written again (a second write
+// would find its fence gone and call it lost). The error is the last
+// write's, when none succeeded in time.
+func (s *Sweeper) completeHeld(ctx context.Context, token string, leaseEnd, writeBy time.Time, done []store.Completion) ([]bool, error) {
+	// The lease's end, on the process's monotonic clock from here on.
+	until := time.Now().Add(leaseEnd.Sub(s.store.Now()))
+	if !writeBy.IsZero() && writeBy.Before(until) {
+		until = writeBy
+	}
+	held := make([]bool, len(done))
+	todo := make([]int, len(done)) // indexes into done still to be written
+	for i := range todo {
+		todo[i] = i
+	}
+	wait := completeRetryFirst
+	for try := 1; ; try++ {
+		batch := make([]store.Completion, len(todo))
+		for j, i := range todo {
+			batch[j] = done[i]
+		}
+		// Each write within writeTimeout (or writeBy), and within what is
+		// left of the lease once it is retried.
+		d := writeTimeout
+		if !writeBy.IsZero() {
+			d = time.Until(writeBy)
+		}
+		if left := time.Until(until); try > 1 && left < d {
+			d = left
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+		hs, err := s.store.CompleteBatch(wctx, token, batch)
+		cancel()
+		if err == nil {
+			for j, i := range todo {
+				held[i] = hs[j]
+			}
+			if try > 1 {
+				s.log.Info("completion recorded after the database came back", "rows", len(todo), "tries", try)
+			}
+			return held, nil
+		}
+		if errors.Is(err, store.ErrClosed) || ctx.Err() != nil || time.Now().Add(wait).After(until) {
+			return nil, err
+		}
+		s.log.Warn("completion not recorded; writing it again while the lease holds", "rows", len(todo), "try", try, "retry_in", wait, "lease_until", leaseEnd, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+		wait = min(2*wait, completeRetryMax)
+		if errors.Is(err, store.ErrCommitUnknown) {
+			todo = s.notYetDone(ctx, token, done, todo, held)
+			if len(todo) == 0 {
+				return held, nil
+			}
+		}
+	}
+}
+
+// Backoff between writes of a completion (completeHeld).
+const (
+	completeRetryFirst = 100 * time.Millisecond
+	completeRetryMax   = 5 * time.Second
+)
+
+// notYetDone returns the indexes of todo whose row is not found done under
+// token (those are marked held: their unknown commit happened). A row that
+// cannot be read stays to be written.
+func (s *Sweeper) notYetDone(ctx context.Context, token string, done []store.Completion, todo []int, held []bool) []int {
+	var left []int
+	for _, i := range todo {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		r, err := s.store.Get(rctx, done[i].ID)
+		cancel()
+		if err == nil && r.Status == store.StatusDone && r.ClaimToken == token {
+			held[i] = true
+			continue
+		}
+		left = append(left, i)
+	}
+	return left
 }
 
 // fail records a failed attempt, fenced by its token.
@@ -601,9 +693,7 @@ func (c *completer) write(batch []completion) {
 	for j, x := range batch {
 		done[j] = x.out.completion(x.row.ID, x.started)
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), writeTimeout)
-	held, err := s.store.CompleteBatch(wctx, c.token, done)
-	cancel()
+	held, err := s.completeHeld(c.ctx, c.token, batch[0].leaseEnd, time.Time{}, done)
 	for j, x := range batch {
 		took := time.Since(x.start)
 		outcome := OutcomeDone

@@ -122,18 +122,35 @@ func (s *Store) Attempts(ctx context.Context, id int64) ([]store.Attempt, error)
 	if err != nil && !noAttemptsTable(err) {
 		return nil, fmt.Errorf("attempts of outbox row %d: %w", id, s.classify(ctx, err))
 	}
-	if len(out) > 0 {
-		return out, nil
+	// The row's count and first claim: attempts it counts from before the
+	// history was kept are listed as unrecorded (an upgraded row).
+	var (
+		counted        int
+		created        int64
+		firstClaimedAt *int64
+	)
+	q := `SELECT attempts, created_at, first_claimed_at FROM outbox WHERE id = $1`
+	if s.readColumns != rowColumns {
+		q = `SELECT attempts, created_at, NULL::bigint FROM outbox WHERE id = $1` // before first_claimed_at
 	}
-	var one int
-	err = s.pool.QueryRow(ctx, `SELECT 1 FROM outbox WHERE id = $1`, id).Scan(&one)
+	err = s.pool.QueryRow(ctx, q, id).Scan(&counted, &created, &firstClaimedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
+		if len(out) > 0 {
+			return out, nil // pruned since the history was read
+		}
 		return nil, fmt.Errorf("outbox row %d: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("attempts of outbox row %d: %w", id, s.classify(ctx, err))
 	}
-	return []store.Attempt{}, nil
+	start := time.UnixMilli(created)
+	if firstClaimedAt != nil {
+		start = time.UnixMilli(*firstClaimedAt)
+	}
+	if out == nil {
+		out = []store.Attempt{}
+	}
+	return store.WithUnrecorded(out, id, counted, start), nil
 }
 
 func deref(p *string) string {

@@ -25,9 +25,10 @@ const (
 	// A duplicate key leaves the existing row untouched.
 	insertRow = `WITH ` + clockCTE + `
 		INSERT INTO outbox (idempotency_key, effect, payload, next_attempt_at, created_at,
-		                    request_id, claim_token, claim_expires_at, claim_lease_ms)
+		                    request_id, claim_token, claim_expires_at, claim_lease_ms, deliveries)
 		SELECT $2, $3, $4, now + $8::bigint, now, $5, $6, CASE WHEN $6::text IS NULL THEN NULL ELSE now + $7::bigint END,
-		       CASE WHEN $6::text IS NULL THEN NULL ELSE $7::bigint END FROM clock
+		       CASE WHEN $6::text IS NULL THEN NULL ELSE $7::bigint END,
+		       CASE WHEN $6::text IS NULL THEN 0 ELSE 1 END FROM clock
 		ON CONFLICT (idempotency_key) DO NOTHING`
 	insertRequest = `WITH ` + clockCTE + `
 		INSERT INTO slack_requests (event_id, content_type, body, received_at)

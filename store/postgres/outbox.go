@@ -68,8 +68,32 @@ func collect(rows pgx.Rows) ([]store.Row, error) {
 	return out, rows.Err()
 }
 
+// collectClaimed reads a claim's RETURNING (the row and its deliveries):
+// the rows claimed, and those the claim parked (issue 38).
+func collectClaimed(rows pgx.Rows) (claimed, parked []store.Row, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		var n int
+		r, err := scanRow(scanFunc(func(dest ...any) error { return rows.Scan(append(dest, &n)...) }))
+		if err != nil {
+			return nil, nil, err
+		}
+		r.Deliveries = n
+		if r.Status == store.StatusParked {
+			parked = append(parked, r)
+			continue
+		}
+		claimed = append(claimed, r)
+	}
+	return claimed, parked, rows.Err()
+}
+
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
 // claimSQL: $1 clock offset, $2 token, $3 lease (ms), $4 limit, $5 the
-// effects a claim may take (NULL: every effect).
+// effects a claim may take (NULL: every effect), $6 max_attempts.
 //
 // Eligible rows: pending, due, and either already ours or free (no lease, an
 // expired lease, or a lease from the future: ending more than twice its own length away,
@@ -110,14 +134,42 @@ const claimSQL = `WITH ` + clockCTE + `,
 		ORDER BY theirs, due, id
 		LIMIT $4)
 	UPDATE outbox o
-	   SET claim_token = $2, claim_expires_at = clock.now + $3::bigint, claim_lease_ms = $3::bigint,
+	   SET claim_token = CASE WHEN ` + parkTerm + ` THEN NULL ELSE $2 END,
+	       claim_expires_at = CASE WHEN ` + parkTerm + ` THEN NULL ELSE clock.now + $3::bigint END,
+	       claim_lease_ms = $3::bigint,
 	       first_claimed_at = coalesce(o.first_claimed_at, clock.now),
-	       outcome_unknown = o.outcome_unknown OR (o.claim_token IS NOT NULL AND o.claim_token IS DISTINCT FROM $2)
+	       outcome_unknown = o.outcome_unknown OR ` + takeoverTerm + `,
+	       attempts = o.attempts + ` + countTerm + `::int,
+	       status = CASE WHEN ` + parkTerm + ` THEN 'parked' ELSE o.status END,
+	       last_error = CASE WHEN ` + parkTerm + ` THEN format(` + parkedDeadMsg + `, o.attempts + 1) ELSE o.last_error END,
+	       deliveries = CASE WHEN o.claim_token IS NOT DISTINCT FROM $2 OR ` + parkTerm + ` THEN o.deliveries
+	                         WHEN o.deliveries > 0 THEN o.deliveries + 1
+	                         WHEN o.attempts = 0 AND o.first_claimed_at IS NULL THEN 1 + ` + takeoverTerm + `::int
+	                         ELSE greatest(o.attempts, coalesce((SELECT max(a.n) FROM outbox_attempts a WHERE a.row_id = o.id), 0))
+	                              + ` + takeoverTerm + `::int + 1 END
 	  FROM clock
 	 WHERE o.id IN (SELECT id FROM picked)
 	RETURNING o.id, o.idempotency_key, o.effect, o.payload, o.status, o.attempts, o.claim_token,
 	          o.claim_expires_at, o.next_attempt_at, o.last_error, o.result, o.created_at, o.completed_at,
-	          o.request_id, o.outcome_unknown, o.first_claimed_at, o.note`
+	          o.request_id, o.outcome_unknown, o.first_claimed_at, o.note, o.deliveries`
+
+// takeoverTerm is true in the claim for a row it takes from another
+// token's lease (which ran out, or was stamped from the future): issue 38,
+// as on SQLite (store/sqlite/group.go), the claim counts that claim's dead
+// attempt, and parks the row (parkTerm) when that spends its budget ($6,
+// max_attempts). deliveries numbers the claim's request (X-Ackd-Attempt).
+const takeoverTerm = `(o.claim_token IS NOT NULL AND o.claim_token IS DISTINCT FROM $2)`
+
+// countTerm: a takeover of a lease a claim stamped, whose attempt is
+// counted (not the lease a row was written with: see SQLite's).
+const countTerm = `(` + takeoverTerm + ` AND o.first_claimed_at IS NOT NULL)`
+
+// parkTerm: a counted takeover whose dead attempt spends the row's budget.
+const parkTerm = `(` + countTerm + ` AND o.attempts + 1 >= $6::int)`
+
+// parkedDeadMsg is the last_error of a row parked by the claim, a format()
+// string of the attempts spent (the same text as SQLite's).
+const parkedDeadMsg = `'parked after %s attempts (max_attempts): the last one ended with no word from its process (it died or was stopped mid-effect, and its lease ran out), so its effect may have happened; a row whose effect kills its process parks instead of running forever'`
 
 // Claim leases up to limit rows that are pending, due and free to token
 // until the database's now+lease, in one statement, and returns every row
@@ -144,13 +196,13 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 	if err := s.fixFutureTimes(ctx, lease); err != nil {
 		return nil, fmt.Errorf("claim outbox: fix times from the future: %w", s.classify(ctx, err))
 	}
-	var rows []store.Row
+	var rows, parked []store.Row
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		res, err := tx.Query(ctx, claimSQL, s.offset.Load(), token, lease.Milliseconds(), limit, effects)
+		res, err := tx.Query(ctx, claimSQL, s.offset.Load(), token, lease.Milliseconds(), limit, effects, s.opts.MaxAttempts)
 		if err != nil {
 			return err
 		}
-		if rows, err = collect(res); err != nil {
+		if rows, parked, err = collectClaimed(res); err != nil {
 			return err
 		}
 		return attachRequests(ctx, tx, rows)
@@ -158,6 +210,7 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}
+	store.LogParkedByClaim(s.opts.Logger, parked)
 	sortByID(rows)
 	return rows, nil
 }

@@ -30,7 +30,7 @@ func TestClaimPlanWithPauses(t *testing.T) {
 	defer conn.Close(ctx)
 	plan := func() string {
 		t.Helper()
-		rows, err := conn.Query(ctx, "EXPLAIN "+postgres.ClaimSQL, int64(0), "T", int64(60000), 25, nil)
+		rows, err := conn.Query(ctx, "EXPLAIN "+postgres.ClaimSQL, int64(0), "T", int64(60000), 25, nil, 8)
 		if err != nil {
 			t.Fatal(err)
 		}

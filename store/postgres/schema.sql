@@ -426,9 +426,25 @@ CREATE TABLE ackd_route_pauses (
 );
 
 -- migrate: 14
--- cost: placeholder on branch i-stop: another branch's migration 14 takes this place at merge
+-- cost: in place: adds a column with a default (no table rewrite) and replaces a trigger, reads no row
 
-SELECT 1;
+-- Attempts count across crashes (issue 38), as SQLite's migration 15:
+-- deliveries numbers the row's requests to its handler or agent (the
+-- X-Ackd-Attempt of the latest; every claim one more, 429 waits and
+-- requeues included); a claim that takes an expired lease counts the dead
+-- attempt in attempts and parks the row once that spends max_attempts.
+ALTER TABLE outbox ADD COLUMN deliveries integer NOT NULL DEFAULT 0;
+
+-- The dead attempt is recorded as unknown also when the claim that takes
+-- its lease parks the row.
+DROP TRIGGER outbox_attempt_unknown ON outbox;
+CREATE TRIGGER outbox_attempt_unknown
+AFTER UPDATE OF claim_token ON outbox
+FOR EACH ROW
+WHEN (OLD.claim_token IS NOT NULL AND OLD.status = 'pending'
+      AND NEW.claim_token IS DISTINCT FROM OLD.claim_token
+      AND (NEW.claim_token IS NOT NULL OR NEW.status IN ('discarded', 'parked')))
+EXECUTE FUNCTION outbox_attempt_unknown();
 
 -- migrate: 15
 -- cost: a new table, reads no row

@@ -135,18 +135,35 @@ func (s *Store) Attempts(ctx context.Context, id int64) ([]store.Attempt, error)
 			return nil, fmt.Errorf("attempts of outbox row %d: %w", id, err)
 		}
 	}
-	if len(out) > 0 {
-		return out, nil
+	// The row's count and first claim: attempts it counts from before the
+	// history was kept are listed as unrecorded (an upgraded row).
+	var (
+		counted        int
+		created        int64
+		firstClaimedAt sql.NullInt64
+	)
+	q := `SELECT attempts, created_at, first_claimed_at FROM outbox WHERE id = ?`
+	if s.readColumns != rowColumns {
+		q = `SELECT attempts, created_at, NULL FROM outbox WHERE id = ?` // before first_claimed_at
 	}
-	var one int
-	err = s.r.QueryRowContext(ctx, `SELECT 1 FROM outbox WHERE id = ?`, id).Scan(&one)
+	err = s.r.QueryRowContext(ctx, q, id).Scan(&counted, &created, &firstClaimedAt)
 	if errors.Is(err, sql.ErrNoRows) {
+		if len(out) > 0 {
+			return out, nil // pruned since the history was read
+		}
 		return nil, fmt.Errorf("outbox row %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("attempts of outbox row %d: %w", id, err)
 	}
-	return []store.Attempt{}, nil
+	start := time.UnixMilli(created)
+	if firstClaimedAt.Valid {
+		start = time.UnixMilli(firstClaimedAt.Int64)
+	}
+	if out == nil {
+		out = []store.Attempt{}
+	}
+	return store.WithUnrecorded(out, id, counted, start), nil
 }
 
 // noAttemptsTable: the schema predates outbox_attempts.

@@ -90,12 +90,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		            VALUES (?, ?, ?)
 		            ON CONFLICT (event_id) DO NOTHING`),
 		changes: p("SELECT changes()"),
-		// ?6 request_id, ?7 claim token, ?8 lease expiry, ?9 lease length:
-		// NULL unless the row is written already claimed (an inline attempt).
-		outbox: p(`INSERT INTO outbox (idempotency_key, effect, payload, next_attempt_at, created_at,
-		                               request_id, claim_token, claim_expires_at, claim_lease_ms)
-		           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-		           ON CONFLICT (idempotency_key) DO NOTHING`),
+		outbox:  p(s.insertSQL()),
 		storeRequest: p(`INSERT INTO slack_requests (event_id, content_type, body, received_at)
 		                 VALUES (?, ?, ?, ?)
 		                 ON CONFLICT (event_id) DO NOTHING`),
@@ -119,16 +114,47 @@ func (s *Store) prepare(ctx context.Context) error {
 	return err
 }
 
+// insertSQL is the statement that enqueues one row: ?6 request_id, ?7
+// claim token, ?8 lease expiry, ?9 lease length: NULL unless the row is
+// written already claimed (an inline attempt), which is then its first
+// request to the handler (deliveries 1; not on a schema before 15).
+func (s *Store) insertSQL() string {
+	if !s.deliveries {
+		return `INSERT INTO outbox (idempotency_key, effect, payload, next_attempt_at, created_at,
+		                            request_id, claim_token, claim_expires_at, claim_lease_ms)
+		        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		        ON CONFLICT (idempotency_key) DO NOTHING`
+	}
+	return `INSERT INTO outbox (idempotency_key, effect, payload, next_attempt_at, created_at,
+	                            request_id, claim_token, claim_expires_at, claim_lease_ms, deliveries)
+	        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, CASE WHEN ?7 IS NULL THEN 0 ELSE 1 END)
+	        ON CONFLICT (idempotency_key) DO NOTHING`
+}
+
 // requestSQL reads one stored request (slack_requests) by its event id.
 const requestSQL = `SELECT content_type, body FROM slack_requests WHERE event_id = ?`
 
 // claimSQL is the claim statement (see Claim): ?1 token, ?2 lease expiry,
 // ?3 now, ?4 limit, ?5 the effects a claim may take as a JSON array, or
-// NULL for every effect.
+// NULL for every effect, ?6 max_attempts.
+//
+// Issue 38: a claim that takes a row from another token's expired lease
+// (takeover) counts that claim's attempt, which ended with no word (its
+// process died or stopped mid-effect): attempts + 1, recorded as unknown
+// by the trigger outbox_attempt_unknown. When that spends the row's budget
+// (?6, max_attempts) the row is parked (parkTerm) instead of claimed,
+// returned with status parked and no token. deliveries numbers the claim's
+// request to the handler (X-Ackd-Attempt, deliveriesSet).
 const claimSQL = `UPDATE outbox
-		             SET claim_token = ?1, claim_expires_at = ?2, claim_lease_ms = ?2 - ?3,
+		             SET claim_token = CASE WHEN ` + parkTerm + ` THEN NULL ELSE ?1 END,
+		                 claim_expires_at = CASE WHEN ` + parkTerm + ` THEN NULL ELSE ?2 END,
+		                 claim_lease_ms = ?2 - ?3,
 		                 first_claimed_at = coalesce(first_claimed_at, ?3),
-		                 outcome_unknown = outcome_unknown OR (claim_token IS NOT NULL AND claim_token IS NOT ?1)
+		                 outcome_unknown = outcome_unknown OR ` + takeoverTerm + `,
+		                 attempts = attempts + ` + countTerm + `,
+		                 status = CASE WHEN ` + parkTerm + ` THEN 'parked' ELSE status END,
+		                 last_error = CASE WHEN ` + parkTerm + ` THEN printf(` + parkedDeadMsg + `, attempts + 1) ELSE last_error END` +
+	deliveriesSet + `
 		           WHERE id IN (
 		                 SELECT id FROM (
 		                        SELECT id, 0 AS theirs, next_attempt_at AS due FROM outbox INDEXED BY outbox_leased
@@ -147,16 +173,52 @@ const claimSQL = `UPDATE outbox
 		                                LIMIT ?4))
 		                  ORDER BY theirs, due, id
 		                  LIMIT ?4)
-		          RETURNING ` + rowColumns
+		          RETURNING ` + rowColumns + `, deliveries`
+
+// takeoverTerm is true (1) in the claim for a row it takes from another
+// token's lease (which ran out, or was stamped from the future).
+const takeoverTerm = `(claim_token IS NOT NULL AND claim_token IS NOT ?1)`
+
+// countTerm: a takeover of a lease a claim stamped (first_claimed_at is
+// set by every claim), whose attempt is counted. A lease a row was written
+// with (RecordIntent's inline attempt: the intent's other rows share it
+// and were never performed under it) is not counted.
+const countTerm = `(` + takeoverTerm + ` AND first_claimed_at IS NOT NULL)`
+
+// parkTerm: a counted takeover whose dead attempt spends the row's budget (?6).
+const parkTerm = `(` + countTerm + ` AND attempts + 1 >= ?6)`
+
+// parkedDeadMsg is the last_error of a row parked by the claim (parkTerm),
+// a printf format of the attempts spent.
+const parkedDeadMsg = `'parked after %d attempts (max_attempts): the last one ended with no word from its process (it died or was stopped mid-effect, and its lease ran out), so its effect may have happened; a row whose effect kills its process parks instead of running forever'`
+
+// deliveriesSet sets the number of the claim's request to the handler (the
+// X-Ackd-Attempt it carries): the row's last one plus one, unchanged on a
+// re-claim by the same token or a park. A row never numbered (0) whose
+// attempts began before schema 15 is numbered on from its attempts and its
+// history (plus the takeover's dead attempt), so an upgraded row repeats
+// no number either; a row never claimed starts at 1 without reading them.
+const deliveriesSet = `,
+		                 deliveries = CASE WHEN claim_token IS ?1 OR ` + parkTerm + ` THEN deliveries
+		                                   WHEN deliveries > 0 THEN deliveries + 1
+		                                   WHEN attempts = 0 AND first_claimed_at IS NULL THEN 1 + ` + takeoverTerm + `
+		                                   ELSE max(attempts, coalesce((SELECT max(a.n) FROM outbox_attempts AS a WHERE a.row_id = outbox.id), 0))
+		                                        + ` + takeoverTerm + ` + 1 END`
 
 // claimSQL is claimSQL on this store's schema: without the pause term on
 // one migrated only as far as before route pauses (tests of older
 // migrations; ackd serve and sweep always have the table).
 func (s *Store) claimSQL() string {
-	if s.routePauses {
-		return claimSQL
+	q := claimSQL
+	if !s.deliveries {
+		// Before schema 15 (tests of older migrations): no numbering.
+		q = strings.Replace(q, deliveriesSet, "", 1)
+		q = strings.Replace(q, "RETURNING "+rowColumns+", deliveries", "RETURNING "+rowColumns+", 0", 1)
 	}
-	return strings.Replace(claimSQL, notPausedTerm, "", 1)
+	if s.routePauses {
+		return q
+	}
+	return strings.Replace(q, notPausedTerm, "", 1)
 }
 
 // completeBatchSQL is the statement behind CompleteBatch: ?1 now, ?2 token,

@@ -54,6 +54,19 @@ func scanRow(sc scanner) (Row, error) {
 	return r, nil
 }
 
+// scanClaimed is scanRow of a claim's RETURNING, which ends with the
+// claim's number (deliveries).
+func scanClaimed(sc scanner) (Row, error) {
+	var n int
+	r, err := scanRow(scanFunc(func(dest ...any) error { return sc.Scan(append(dest, &n)...) }))
+	r.Deliveries = n
+	return r, err
+}
+
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
 // Claim leases up to limit rows that are pending, due and free (no lease, an
 // expired lease, or already leased to token) to token until now+lease, and
 // returns every row the token now holds, in id order.
@@ -97,12 +110,13 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 	}
 	var (
 		rows     []Row
+		parked   []Row
 		future   []futureRow
 		checked  bool
 		claimNow int64
 	)
 	err := s.inGroup(ctx, func(ctx context.Context, tx *sql.Tx, now int64) error {
-		rows, future, checked, claimNow = rows[:0], future[:0], false, now
+		rows, parked, future, checked, claimNow = rows[:0], parked[:0], future[:0], false, now
 		if s.futureTimesPossible(now, lease) {
 			var err error
 			if future, err = s.fixFutureTimes(ctx, tx, now, lease); err != nil {
@@ -110,15 +124,19 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 			}
 			checked = true
 		}
-		res, err := tx.StmtContext(ctx, s.st.claim).QueryContext(ctx, token, now+lease.Milliseconds(), now, limit, effects)
+		res, err := tx.StmtContext(ctx, s.st.claim).QueryContext(ctx, token, now+lease.Milliseconds(), now, limit, effects, s.opts.MaxAttempts)
 		if err != nil {
 			return err
 		}
 		defer res.Close()
 		for res.Next() {
-			r, err := scanRow(res)
+			r, err := scanClaimed(res)
 			if err != nil {
 				return err
+			}
+			if r.Status == StatusParked {
+				parked = append(parked, r) // its dead attempt spent the budget
+				continue
 			}
 			rows = append(rows, r)
 		}
@@ -143,6 +161,7 @@ func (s *Store) Claim(ctx context.Context, token string, limit int, lease time.D
 		s.opts.Logger.Warn(msg, "id", f.id, "key", f.key, f.what, time.UnixMilli(f.until).UTC().Format(time.RFC3339Nano),
 			"now", time.UnixMilli(claimNow).UTC().Format(time.RFC3339Nano), "lease", lease.String())
 	}
+	store.LogParkedByClaim(s.opts.Logger, parked)
 	slices.SortFunc(rows, func(a, b Row) int { return cmp.Compare(a.ID, b.ID) })
 	return rows, nil
 }

@@ -73,6 +73,9 @@ type Store struct {
 	catchupMarks bool
 	// routePauses: the ackd_route_pauses table exists (likewise).
 	routePauses bool
+	// deliveries: the outbox has its deliveries column (schema 15; a store
+	// migrated only so far, in tests of older migrations, has not).
+	deliveries bool
 }
 
 // Open opens (creating if needed) the database at path and migrates it.
@@ -147,6 +150,12 @@ func open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, sqliteReason(err)
 	}
 	s.routePauses = pauses == 1
+	var deliveries int
+	if err := w.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('outbox') WHERE name = 'deliveries'`).Scan(&deliveries); err != nil {
+		w.Close()
+		return nil, sqliteReason(err)
+	}
+	s.deliveries = deliveries == 1
 	if err := s.prepare(ctx); err != nil {
 		w.Close()
 		return nil, sqliteReason(err)

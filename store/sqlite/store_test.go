@@ -443,8 +443,8 @@ func TestQueryPlans(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{"claim", sqlite.ClaimSQL, []any{"T", 2, 1, 25, nil}},
-		{"claim with an effect filter", sqlite.ClaimSQL, []any{"T", 2, 1, 25, `["log"]`}},
+		{"claim", sqlite.ClaimSQL, []any{"T", 2, 1, 25, nil, 8}},
+		{"claim with an effect filter", sqlite.ClaimSQL, []any{"T", 2, 1, 25, `["log"]`, 8}},
 		{"complete a batch", sqlite.CompleteBatchSQL, []any{1, "T", "[1,2]", `[[1,"{}"]]`, `[[2,"note"]]`}},
 		{"queue counts", sqlite.QueueCountsSQL, nil},
 		{"due rows by effect", sqlite.DueSQL, []any{1}},

@@ -130,7 +130,8 @@ func testAttempts(t *testing.T, newDB NewDB) {
 		if res, err := s.Fail(ctx, a.ID, "A", store.Failure{Kind: store.FailPermanent, Msg: "late"}); err != nil || res.Held {
 			t.Fatal("late Fail:", res, err)
 		}
-		if r := mustGet(t, s, b.ID); r.Status != store.StatusPending || r.ClaimToken != "B" || r.Attempts != 0 ||
+		// B's claim counted A's attempt (issue 38), the late writes nothing.
+		if r := mustGet(t, s, b.ID); r.Status != store.StatusPending || r.ClaimToken != "B" || r.Attempts != 1 ||
 			r.Result != "" || r.LastError != "" || !r.ClaimExpiresAt.Equal(before.ClaimExpiresAt) {
 			t.Fatalf("the row after late writes: %+v (before %+v)", r, before)
 		}
@@ -146,8 +147,8 @@ func testAttempts(t *testing.T, newDB NewDB) {
 		if len(got) != 2 || got[0].Outcome != store.AttemptFenced || got[1].N != 2 || got[1].Outcome != store.AttemptDone {
 			t.Fatalf("attempts %+v", got)
 		}
-		if r := mustGet(t, s, a.ID); r.Attempts != 1 {
-			t.Fatalf("row attempts %d: a fenced attempt is not counted", r.Attempts)
+		if r := mustGet(t, s, a.ID); r.Attempts != 2 {
+			t.Fatalf("row attempts %d: want 2, A's (counted by B's claim, once however many late writes) and B's", r.Attempts)
 		}
 	})
 
@@ -166,8 +167,13 @@ func testAttempts(t *testing.T, newDB NewDB) {
 			!got[0].StartedAt.Equal(claimedAt(a, time.Minute)) {
 			t.Fatalf("attempts after the takeover %+v (A claimed at %s)", got, claimedAt(a, time.Minute))
 		}
+		if b.Attempts != 1 || b.Deliveries != 2 {
+			t.Fatalf("B's claim: attempts %d, delivery %d; want A's dead attempt counted (1) and B's request numbered 2", b.Attempts, b.Deliveries)
+		}
 		// Re-claiming with the same token is the same attempt.
-		claimOne(t, s, "B")
+		if again := claimOne(t, s, "B"); again.Attempts != 1 || again.Deliveries != 2 {
+			t.Fatalf("B's re-claim: attempts %d, delivery %d; want 1 and 2, as before", again.Attempts, again.Deliveries)
+		}
 		if held, err := s.CompleteBatch(ctx, "B", []store.Completion{{ID: b.ID, Attempt: store.AttemptNote{StartedAt: claimedAt(b, time.Minute), Status: "200", Result: "200"}}}); err != nil || !held[0] {
 			t.Fatal(held, err)
 		}
@@ -284,6 +290,10 @@ func testAttempts(t *testing.T, newDB NewDB) {
 				case store.AttemptRetry, store.AttemptParked:
 					counted++
 				case store.AttemptFenced, store.AttemptUnknown:
+					// Issue 38: an attempt whose lease ran out is
+					// counted by the claim that took it (a late
+					// Complete or Fail then turns it fenced).
+					counted++
 				default:
 					t.Errorf("row %d: outcome %q", r.ID, a.Outcome)
 				}

@@ -86,6 +86,7 @@ func Run(t *testing.T, newDB NewDB) {
 	t.Run("Progress", func(t *testing.T) { testProgress(t, newDB) })
 	t.Run("Search", func(t *testing.T) { testSearch(t, newDB) })
 	t.Run("Attempts", func(t *testing.T) { testAttempts(t, newDB) })
+	t.Run("AttemptsAcrossCrashes", func(t *testing.T) { testAttemptsAcrossCrashes(t, newDB) })
 	t.Run("RoutePauses", func(t *testing.T) { testRoutePauses(t, newDB) })
 	t.Run("Replay", func(t *testing.T) { testReplay(t, newDB) })
 	t.Run("StreamStops", func(t *testing.T) { testStreamStops(t, newDB) })
