@@ -17,8 +17,16 @@ pgpw_bin=$(dirname "$(command -v pg_ctl)")
 pgpw_dir=$(mktemp -d /tmp/ackd-pgpw.XXXXXX)
 chown postgres: "$pgpw_dir"
 chmod 700 "$pgpw_dir"
+# Below the kernel's ephemeral range as this machine sets it (a client's
+# source port is never taken from below it, so no reconnect loop can connect
+# a socket to itself on the server's port): 10000 up to its low end.
+read -r pgpw_eph_lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || pgpw_eph_lo=32768
+if [ "${pgpw_eph_lo}" -le 10100 ]; then
+	echo "ip_local_port_range starts at ${pgpw_eph_lo}: no room below it for a PostgreSQL port" >&2
+	exit 1
+fi
 for _ in $(seq 50); do
-	pgpw_port=$((20000 + RANDOM % 12000))
+	pgpw_port=$((10000 + RANDOM % (pgpw_eph_lo - 10000)))
 	(exec 3<>"/dev/tcp/127.0.0.1/${pgpw_port}") 2>/dev/null || break
 done
 pgpw_password=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')

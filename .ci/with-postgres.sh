@@ -25,8 +25,16 @@ chown postgres: "$pg_dir"
 chmod 700 "$pg_dir"
 # A private port: a random one below the ephemeral range that nothing
 # answers on (bash's /dev/tcp connects, or fails when the port is free).
+# Below the kernel's ephemeral range as this machine sets it (a client's
+# source port is never taken from below it, so no reconnect loop can connect
+# a socket to itself on the server's port): 10000 up to its low end.
+read -r pg_eph_lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || pg_eph_lo=32768
+if [ "${pg_eph_lo}" -le 10100 ]; then
+	echo "ip_local_port_range starts at ${pg_eph_lo}: no room below it for a PostgreSQL port" >&2
+	exit 1
+fi
 for _ in $(seq 50); do
-	pg_port=$((20000 + RANDOM % 12000))
+	pg_port=$((10000 + RANDOM % (pg_eph_lo - 10000)))
 	(exec 3<>"/dev/tcp/127.0.0.1/${pg_port}") 2>/dev/null || break
 done
 

@@ -372,7 +372,7 @@ func pausedWaits(ctx context.Context, st store.Store, r store.Row, waiting strin
 		return waiting, nil // a sweep holds it: its attempt finishes
 	}
 	route := routeOf(r)
-	if route == "-" {
+	if route == "-" || r.Effect == store.EffectStepDeadline { // never paused
 		return waiting, nil
 	}
 	p, err := pauseOf(ctx, st, route)

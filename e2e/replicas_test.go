@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -199,6 +200,7 @@ type pgCluster struct {
 	logFile string
 	user    string // run the server as this OS user ("" = as ourselves)
 	port    int
+	sockDir string // the directory of its Unix socket, its only listener
 }
 
 func newPGCluster(t *testing.T) *pgCluster {
@@ -223,7 +225,13 @@ func newPGCluster(t *testing.T) *pgCluster {
 	c.data, c.logFile = filepath.Join(dir, "data"), filepath.Join(dir, "log")
 	c.port = freePGPort()
 	c.run("initdb", "-D", c.data, "-U", "ackd", "--auth=trust", "-E", "UTF8", "--no-instructions")
-	conf := fmt.Sprintf("listen_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = '%s'\nmax_connections = 60\n", c.port, dir)
+	// A Unix socket only, no TCP: the replicas reconnect in a loop while the
+	// server is down, and a TCP connect to a port in the kernel's ephemeral
+	// range can pick that very port as its source and connect to itself,
+	// which then keeps the restarted server from binding it. The port only
+	// names the socket file.
+	c.sockDir = dir
+	conf := fmt.Sprintf("listen_addresses = ''\nport = %d\nunix_socket_directories = '%s'\nmax_connections = 60\n", c.port, dir)
 	f, err := os.OpenFile(filepath.Join(c.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +302,7 @@ func (c *pgCluster) start() {
 func (c *pgCluster) crash() { c.run("pg_ctl", "-D", c.data, "-m", "immediate", "-w", "stop") }
 
 func (c *pgCluster) url() string {
-	return "postgres://ackd@127.0.0.1:" + strconv.Itoa(c.port) + "/postgres?sslmode=disable"
+	return "postgres://ackd@/postgres?host=" + url.QueryEscape(c.sockDir) + "&port=" + strconv.Itoa(c.port) + "&sslmode=disable"
 }
 
 // TestPostgresDown stops PostgreSQL mid-load (pg_ctl stop -m immediate) under

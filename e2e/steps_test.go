@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -274,14 +275,19 @@ func TestStepReplicas(t *testing.T) {
 	t.Logf("sweep --once ran %d times beside the replicas", res.runs)
 }
 
-// TestStepAckWindow measures the ack latency of function_executed under
-// `ackd bench --kind function_executed` against a daemon whose step route
-// forwards every execution to a handler and tells the fake Slack, all on
-// one SQLite file, beside the same load of plain messages to a log route
-// for comparison. It asserts only that every acked event is recorded; the
-// figures are logged (go test -v -run TestStepAckWindow ./e2e).
+// TestStepAckWindow loads a daemon with function_executed (and, for
+// comparison, message) events and checks what is not timing: every answer
+// is a 200 or a 500 (an ack budget missed on a loaded machine is a 500,
+// never a wrong answer), every event answered 200 has its receipt and
+// rows (ackd bench's database check), and each recorded execution has
+// exactly one step row and one deadline row. The load is a closed loop of
+// two senders, each waiting for its answer, so it is what this machine can
+// take, not a fixed rate: on a busy 2-core box the test sends less, and
+// still passes. The latencies are only logged (-v); the figures in
+// docs/howto/workflow-steps.md come from `ackd bench --rate 100` on an
+// idle machine.
 func TestStepAckWindow(t *testing.T) {
-	testreq.Short(t, "loads a daemon for 2×8 s")
+	testreq.Short(t, "loads a daemon for 2×4 s")
 	rng := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 34))
 	api := fakeslack.New(t, "xoxb-e2e-steps")
 	h := newStepHandler(t, `{"outputs":{"ok":true}}`)
@@ -303,7 +309,8 @@ func TestStepAckWindow(t *testing.T) {
 		if err := r.start(); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(ackdBin, "bench", "--kind", kind, "--rate", "100", "--duration", "8s", "--json",
+		// Exit status 1 when an acked event lacks its receipt or rows.
+		cmd := exec.Command(ackdBin, "bench", "--kind", kind, "--concurrency", "2", "--duration", "4s", "--json",
 			"--url", "http://"+addr+"/slack/events", "--db", db)
 		cmd.Env = append(r.env, "SLACK_SIGNING_SECRET="+boltSecret)
 		out, err := cmd.Output()
@@ -313,6 +320,7 @@ func TestStepAckWindow(t *testing.T) {
 		var res struct {
 			Sent   int            `json:"sent"`
 			Status map[string]int `json:"status_counts"`
+			Errors int            `json:"errors"`
 			P50    float64        `json:"p50_ms"`
 			P99    float64        `json:"p99_ms"`
 			Max    float64        `json:"max_ms"`
@@ -320,12 +328,51 @@ func TestStepAckWindow(t *testing.T) {
 		if err := json.Unmarshal(out, &res); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		if res.Status["200"] != res.Sent {
-			t.Errorf("%s: answers %v of %d sent", kind, res.Status, res.Sent)
+		for code, n := range res.Status {
+			if code != "200" && code != "500" {
+				t.Errorf("%s: %d answers %s (want only 200, or 500 for a missed ack budget): %v", kind, n, code, res.Status)
+			}
 		}
-		t.Logf("%s: %d events at 100/s: ack p50 %.1f ms, p99 %.1f ms, max %.1f ms", kind, res.Sent, res.P50, res.P99, res.Max)
+		if res.Status["200"] == 0 {
+			t.Errorf("%s: answers %v: not one event acked, the test proved nothing", kind, res.Status)
+		}
+		t.Logf("%s: %d events, closed loop of 2: answers %v, %d transport errors; ack p50 %.1f ms, p99 %.1f ms, max %.1f ms (not asserted)",
+			kind, res.Sent, res.Status, res.Errors, res.P50, res.P99, res.Max)
 		if err := r.stop(30 * time.Second); err != nil {
 			t.Fatal(err)
+		}
+		// One row per route and event, and per execution its one deadline
+		// row: every receipt recorded (a 500 may have committed too) has
+		// exactly its rows.
+		rows := map[string]int{}
+		dbh, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var receipts int
+		if err := dbh.QueryRow(`SELECT count(*) FROM slack_event_receipts`).Scan(&receipts); err != nil {
+			t.Fatal(err)
+		}
+		q, err := dbh.Query(`SELECT effect, count(*) FROM outbox GROUP BY effect`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q.Next() {
+			var effect string
+			var n int
+			if err := q.Scan(&effect, &n); err != nil {
+				t.Fatal(err)
+			}
+			rows[effect] = n
+		}
+		q.Close()
+		dbh.Close()
+		want := map[string]int{"log": receipts}
+		if kind == "function_executed" {
+			want = map[string]int{"step": receipts, "step_deadline": receipts}
+		}
+		if fmt.Sprint(rows) != fmt.Sprint(want) || receipts < res.Status["200"] {
+			t.Errorf("%s: %d receipts (%d acked), rows by effect %v, want %v", kind, receipts, res.Status["200"], rows, want)
 		}
 	}
 	t.Logf("handler asked %d times", len(h.requests()))

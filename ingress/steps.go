@@ -37,7 +37,7 @@ func stepRows(c *config.Config, r *config.Route, env Envelope, facts sweep.Facts
 	if err != nil {
 		return nil, err
 	}
-	deadline := store.NewRow{Key: key + ":deadline", Effect: sweep.EffectStepDeadline, Payload: enc,
+	deadline := store.NewRow{Key: sweep.DeadlineKey(key), Effect: sweep.EffectStepDeadline, Payload: enc,
 		RequestID: row.RequestID, Delay: d}
 	return []store.NewRow{row, deadline}, nil
 }

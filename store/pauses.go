@@ -22,11 +22,20 @@ type RoutePause struct {
 	OldestPending time.Time
 }
 
+// EffectStepDeadline is the effect of a workflow step's deadline row
+// (sweep.EffectStepDeadline): ackd's own timer, which no pause holds. A
+// paused step route's deadline rows are claimed at their due time as if
+// nothing were paused, so that a workflow never hangs on a paused handler
+// (DESIGN §12): the step ends with completeError "timed out".
+const EffectStepDeadline = "step_deadline"
+
 // RoutePauses keeps the pause state in the database, so that every process
 // on it honours it: Claim passes over the pending rows (payload "route") of
 // a paused route, except those the claiming token already holds (an
-// attempt under way when the pause landed finishes). Stats.Due and
-// ClaimBlockers do not count them either: they are not waiting for a sweep.
+// attempt under way when the pause landed finishes) and deadline rows
+// (EffectStepDeadline), which are never paused. Stats.Due and
+// ClaimBlockers do not count the held rows either: they are not waiting
+// for a sweep; PausedRoutes' Pending counts only the held rows.
 type RoutePauses interface {
 	// PauseRoute pauses route; changed == false: it was paused already
 	// (by whom and since when: PausedRoutes). An empty route is refused

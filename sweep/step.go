@@ -61,8 +61,10 @@ import (
 
 // Effects of a workflow step.
 const (
-	EffectStep         = "step"
-	EffectStepDeadline = "step_deadline"
+	EffectStep = "step"
+	// EffectStepDeadline is the store's name: no route pause holds its
+	// rows (a workflow never hangs on a paused handler).
+	EffectStepDeadline = store.EffectStepDeadline
 )
 
 // StepStore is what the step effects need from the store.
@@ -78,6 +80,7 @@ const (
 	stepOpen     = "open"      // the handler's reply completed nothing
 	stepOver     = "over"      // Slack: the step was already over
 	stepTimedOut = "timed_out" // functions.completeError at the deadline
+	stepParked   = "parked"    // functions.completeError naming the failure, as the row parked
 )
 
 // stepOverCodes are the complete calls' answers that mean the step is over.
@@ -140,6 +143,9 @@ func (e *effects) step(ctx context.Context, job Job) (Outcome, error) {
 	}
 	deadline := time.Duration(p.Params.DeadlineMS) * time.Millisecond
 	if p.Source == SourceEvent && deadline > 0 && elapsed(job) >= deadline {
+		if o, ok := e.endedByDeadline(ctx, job); ok {
+			return o, nil
+		}
 		return s.timeout(ctx, deadline, "the step's deadline had passed before this attempt, so the handler was not asked: ")
 	}
 
@@ -252,7 +258,7 @@ func stepEnded(result string) bool {
 		return false
 	}
 	switch r.Step {
-	case stepSuccess, stepError, stepOver, stepTimedOut:
+	case stepSuccess, stepError, stepOver, stepTimedOut, stepParked:
 		return true
 	}
 	return false
@@ -353,16 +359,37 @@ func (s stepCall) fail(ctx context.Context, f *Failure) error {
 	cctx, cancel := completeCtx(ctx)
 	defer cancel()
 	err := s.e.callFunctions(cctx, s.job, s.token, methodCompleteError, map[string]any{"function_execution_id": s.exec, "error": msg})
-	var told string
+	var told, ended string
 	switch code, over := overCode(err); {
 	case err == nil:
-		told = "; the step was ended with " + methodCompleteError
+		told, ended = "; the step was ended with "+methodCompleteError, stepParked
 	case over:
-		told = "; the step was already over (" + code + ")"
+		told, ended = "; the step was already over ("+code+")", stepOver
 	default:
 		told = "; " + methodCompleteError + " failed too: " + err.Error()
 	}
+	if ended != "" {
+		s.retireDeadline(cctx, ended)
+	}
 	return &Failure{Class: Permanent, Code: f.Code, Err: fmt.Errorf("%w%s", f.Err, told)}
+}
+
+// retireDeadline records in the row about to park that the step is over
+// (its result's "step": ended), before the failure parks it (Fail keeps
+// the result). The step's deadline row reads it and ends without a
+// second completeError, which Slack would only answer
+// execution_not_in_running_state (issue 38 §5). Not recorded (a lost
+// lease, the database away): the deadline row calls Slack as before, and
+// Slack's answer says the step was over.
+func (s stepCall) retireDeadline(ctx context.Context, ended string) {
+	if s.e.cfg.Steps == nil || s.job.Payload.Source != SourceEvent {
+		return
+	}
+	b, _ := json.Marshal(stepResult{Step: ended})
+	if _, err := s.e.cfg.Steps.SaveStepReply(ctx, s.job.Row.ID, s.job.Row.ClaimToken, string(b)); err != nil {
+		s.e.log.WarnContext(ctx, "step: that the step ended was not recorded before the row parks; its deadline row will ask Slack again",
+			"key", s.job.Row.Key, "err", err)
+	}
 }
 
 // completeCtx is the context of a completeError sent because the attempt
@@ -393,6 +420,27 @@ func overCode(err error) (string, bool) {
 	return "", false
 }
 
+// DeadlineKey is the key of the deadline row of the step row keyed
+// stepKey.
+func DeadlineKey(stepKey string) string { return stepKey + ":deadline" }
+
+// endedByDeadline reports whether job's step row, attempted after its
+// deadline (a paused route resumed late, every sweeper down), finds the
+// step already ended by its deadline row: then neither the handler nor
+// Slack is asked, and the row is done with a note.
+func (e *effects) endedByDeadline(ctx context.Context, job Job) (Outcome, bool) {
+	if e.cfg.Steps == nil {
+		return Outcome{}, false
+	}
+	r, err := e.cfg.Steps.GetByKey(ctx, DeadlineKey(job.Row.Key))
+	if err != nil || r.Status != store.StatusDone || !stepEnded(r.Result) {
+		return Outcome{}, false
+	}
+	o := result(stepResult{Step: stepOver})
+	o.Note = "the step's deadline had passed before this attempt, and its deadline row had ended the step: the handler was not asked, Slack was not called"
+	return o, true
+}
+
 // stepDeadline performs a step_deadline row: at the step's deadline,
 // functions.completeError unless the step row has ended the step.
 func (e *effects) stepDeadline(ctx context.Context, job Job) (Outcome, error) {
@@ -406,9 +454,11 @@ func (e *effects) stepDeadline(ctx context.Context, job Job) (Outcome, error) {
 	}
 	if e.cfg.Steps != nil && p.Params.StepKey != "" {
 		r, err := e.cfg.Steps.GetByKey(ctx, p.Params.StepKey)
-		if err == nil && r.Status == store.StatusDone && stepEnded(r.Result) {
+		if err == nil && r.Status != store.StatusPending && stepEnded(r.Result) {
+			// Done, or parked (or since discarded) after its completeError:
+			// Slack is not asked again.
 			o := result(stepResult{Step: stepOver})
-			o.Note = "the step row had already ended the step: nothing to time out"
+			o.Note = "the step row had already ended the step (" + r.Status + "): nothing to time out, Slack was not called"
 			return o, nil
 		}
 	}

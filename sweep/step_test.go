@@ -171,6 +171,83 @@ func TestStepEffect(t *testing.T) {
 		}
 	})
 
+	t.Run("a parked step retires its deadline: one completeError, the deadline row calls nothing", func(t *testing.T) {
+		r := newStepRig(t, 5*time.Minute)
+		r.handler.Script(fakeslack.Status(400)) // a 4xx parks at once
+		r.sweep()
+		if row := r.row(""); row.Status != store.StatusParked {
+			t.Fatalf("step row after the 400: %+v", row)
+		}
+		r.clk.Advance(5*time.Minute + time.Second)
+		r.sweep()
+		timer := r.row(":deadline")
+		if timer.Status != store.StatusDone || !strings.Contains(timer.Result, `"step":"over"`) || !strings.Contains(timer.Note, "Slack was not called") {
+			t.Fatalf("deadline row: %+v", timer)
+		}
+		if n := len(r.api.CallsTo("functions.completeError")); n != 1 {
+			t.Fatalf("functions.completeError called %d times, want 1 (the park's): the deadline row told Slack again", n)
+		}
+		if x, _ := r.api.Execution(r.exec); x.Outcome != "error" || x.Completes != 1 {
+			t.Fatalf("%+v", x)
+		}
+		if row := r.row(""); !strings.Contains(row.Result, `"step":"parked"`) {
+			t.Fatalf("the parked row does not say the step ended: %q", row.Result)
+		}
+	})
+
+	t.Run("a park whose completeError failed leaves the deadline row to end the step", func(t *testing.T) {
+		r := newStepRig(t, 5*time.Minute)
+		r.handler.Script(fakeslack.Status(400))
+		r.api.Script("functions.completeError", fakeslack.Status(500))
+		r.sweep()
+		if row := r.row(""); row.Status != store.StatusParked || strings.Contains(row.Result, `"step":"parked"`) {
+			t.Fatalf("step row: %+v", row)
+		}
+		r.clk.Advance(5*time.Minute + time.Second)
+		r.sweep()
+		if timer := r.row(":deadline"); timer.Status != store.StatusDone || !strings.Contains(timer.Result, `"step":"timed_out"`) {
+			t.Fatalf("deadline row: %+v", timer)
+		}
+		if x, _ := r.api.Execution(r.exec); x.Outcome != "error" || !strings.Contains(x.Error, "timed out") {
+			t.Fatalf("%+v", x)
+		}
+	})
+
+	t.Run("a paused step route's deadline still fires; on resume the late step asks no one", func(t *testing.T) {
+		r := newStepRig(t, time.Minute)
+		if _, err := r.st.(store.RoutePauses).PauseRoute(context.Background(), "approve", "test"); err != nil {
+			t.Fatal(err)
+		}
+		if res := r.sweep(); res.Claimed != 0 {
+			t.Fatalf("a paused step row was claimed: %+v", res)
+		}
+		r.clk.Advance(time.Minute + time.Second)
+		r.sweep()
+		if timer := r.row(":deadline"); timer.Status != store.StatusDone || !strings.Contains(timer.Result, `"step":"timed_out"`) {
+			t.Fatalf("deadline row during the pause: %+v", timer)
+		}
+		if x, _ := r.api.Execution(r.exec); x.Outcome != "error" || !strings.Contains(x.Error, "timed out") {
+			t.Fatalf("the workflow waits on the pause: %+v", x)
+		}
+		if step := r.row(""); step.Status != store.StatusPending || step.Attempts != 0 {
+			t.Fatalf("the paused step row was performed: %+v", step)
+		}
+		if _, err := r.st.(store.RoutePauses).ResumeRoute(context.Background(), "approve"); err != nil {
+			t.Fatal(err)
+		}
+		r.sweep()
+		step := r.row("")
+		if step.Status != store.StatusDone || !strings.Contains(step.Result, `"step":"over"`) || !strings.Contains(step.Note, "handler was not asked") {
+			t.Fatalf("step row after the resume: %+v", step)
+		}
+		if n := len(r.handler.Posts()); n != 0 {
+			t.Fatalf("handler asked %d times after its step timed out", n)
+		}
+		if n := len(r.api.CallsTo("functions.completeError")); n != 1 {
+			t.Fatalf("functions.completeError called %d times, want 1 (the deadline's)", n)
+		}
+	})
+
 	t.Run("after its deadline a step row does not ask the handler: it ends the step", func(t *testing.T) {
 		r := newStepRig(t, time.Minute)
 		r.handler.Script(fakeslack.Status(503))

@@ -26,9 +26,12 @@ import (
 // the others' is passed over at each claim (each row passed is read and its
 // route parsed: a claim's time grows with the paused backlog, as on SQLite,
 // though here it holds no lock acks wait on). coalesce: a row without a route
-// (NULL) is never paused, and NOT IN of NULL would drop it.
+// (NULL) is never paused, and NOT IN of NULL would drop it. A deadline
+// row (store.EffectStepDeadline) is never paused: its effect is a column,
+// tested before the payload's route is parsed.
 const notPausedTerm = `
 				   AND (NOT EXISTS (SELECT 1 FROM ackd_route_pauses)
+				        OR o.effect = '` + store.EffectStepDeadline + `'
 				        OR coalesce(ackd_payload_route(o.payload), '') NOT IN (SELECT route FROM ackd_route_pauses))`
 
 // PauseRoute pauses route on the database's clock.
@@ -81,7 +84,8 @@ func (s *Store) PausedRoutes(ctx context.Context) ([]store.RoutePause, error) {
 		  FROM ackd_route_pauses p
 		  LEFT JOIN (SELECT ackd_payload_route(o.payload) AS route, count(*) AS n, min(o.created_at) AS oldest
 		               FROM outbox o
-		              WHERE o.status = 'pending' AND EXISTS (SELECT 1 FROM ackd_route_pauses)
+		              WHERE o.status = 'pending' AND o.effect <> '`+store.EffectStepDeadline+`'
+		                AND EXISTS (SELECT 1 FROM ackd_route_pauses)
 		              GROUP BY 1) c ON c.route = p.route
 		 ORDER BY p.route`)
 	if err != nil {

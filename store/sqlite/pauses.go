@@ -33,9 +33,12 @@ const routeExpr = `CASE WHEN json_valid(payload) THEN json_extract(payload, '$.r
 // runs in the writer's group commit, so acks wait that long. A pause is for
 // minutes of a deploy, not hours at a high rate; an indexed route column is
 // the way past it (a later migration). coalesce: a row without a route
-// (NULL) is never paused, and NOT IN of NULL would drop it.
+// (NULL) is never paused, and NOT IN of NULL would drop it. A deadline
+// row (store.EffectStepDeadline) is never paused: its effect is a column,
+// read before the payload's JSON.
 const notPausedTerm = `
 		                                  AND (NOT EXISTS (SELECT 1 FROM ackd_route_pauses)
+		                                       OR effect = '` + store.EffectStepDeadline + `'
 		                                       OR coalesce(` + routeExpr + `, '') NOT IN (SELECT route FROM ackd_route_pauses))`
 
 // PauseRoute pauses route on the store's clock.
@@ -109,7 +112,7 @@ func (s *Store) PausedRoutes(ctx context.Context) ([]store.RoutePause, error) {
 		return nil, nil
 	}
 	res, err = s.r.QueryContext(ctx, `SELECT r, count(*), min(created_at) FROM (
-		SELECT `+routeExpr+` AS r, created_at FROM outbox WHERE status = 'pending')
+		SELECT `+routeExpr+` AS r, created_at FROM outbox WHERE status = 'pending' AND effect != '`+store.EffectStepDeadline+`')
 		 WHERE r IN (SELECT route FROM ackd_route_pauses) GROUP BY r`)
 	if err != nil {
 		return nil, fmt.Errorf("paused routes: pending rows: %w", err)

@@ -115,6 +115,32 @@ func testRoutePauses(t *testing.T, newDB NewDB) {
 		}
 	})
 
+	t.Run("a paused step route's deadline rows are claimed when due: deadline rows are never paused", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		mustRecord(t, s, store.Intent{EventID: "Ev1", EventType: "function_executed", Rows: []store.NewRow{
+			{Key: "Fx1:approve", Effect: "step", Payload: `{"route":"approve"}`},
+			{Key: "Fx1:approve:deadline", Effect: store.EffectStepDeadline, Payload: `{"route":"approve"}`, Delay: time.Minute},
+		}})
+		mustPause(t, s, "approve", "ops")
+		if got := mustClaim(t, s, "A", 10, time.Minute); len(got) != 0 {
+			t.Fatalf("claimed %v before the deadline with the route paused", ids(got))
+		}
+		if p := mustPaused(t, s); len(p) != 1 || p[0].Pending != 1 {
+			t.Fatalf("paused routes %+v, want approve holding 1 row (the step row; the deadline row is not held)", p)
+		}
+		db.Advance(time.Minute + time.Millisecond)
+		if st, err := s.Stats(ctx); err != nil || st.Due[store.EffectStepDeadline] != 1 || st.Due["step"] != 0 {
+			t.Fatalf("stats due %v (%v), want the deadline row due and the step row held", st.Due, err)
+		}
+		if got, err := s.Claim(ctx, "B", 10, time.Minute, &store.ClaimFilter{Effects: []string{"step"}}); err != nil || len(got) != 0 {
+			t.Fatalf("a claim of step rows took %v (%v) with the route paused", ids(got), err)
+		}
+		if got := mustClaim(t, s, "C", 10, time.Minute); len(got) != 1 || got[0].Key != "Fx1:approve:deadline" {
+			t.Fatalf("claim at the deadline took %v, want the deadline row only", ids(got))
+		}
+	})
+
 	t.Run("a row leased when the pause lands finishes its attempt; a resumed row is due as it was", func(t *testing.T) {
 		db := newDB(t)
 		s := db.Open(t, store.Options{})

@@ -93,4 +93,20 @@ func testSteps(t *testing.T, newDB NewDB) {
 			t.Fatalf("done row's result changed: %q", got.Result)
 		}
 	})
+
+	t.Run("what a row about to park saved is kept by the parked row, for its deadline row to read", func(t *testing.T) {
+		db := newDB(t)
+		s := db.Open(t, store.Options{})
+		mustRecord(t, s, intent("Ev1", "step"))
+		row := claimOne(t, s, "A")
+		if held, err := s.SaveStepReply(ctx, row.ID, "A", `{"step":"parked"}`); err != nil || !held {
+			t.Fatalf("holder could not save: %v %v", held, err)
+		}
+		if res, err := s.Fail(ctx, row.ID, "A", store.Failure{Kind: store.FailPermanent, Msg: "http_400"}); err != nil || !res.Held || res.Status != store.StatusParked {
+			t.Fatal(res, err)
+		}
+		if got, err := s.GetByKey(ctx, row.Key); err != nil || got.Status != store.StatusParked || got.Result != `{"step":"parked"}` {
+			t.Fatalf("parked row %+v (%v), want its saved result kept", got, err)
+		}
+	})
 }
