@@ -228,8 +228,9 @@ func testOutboxFilterRefusals(t *testing.T, db string) {
 	// --dry-run: the count and the rows, nothing changed.
 	r := withConfig("outbox", "discard", "--all-parked", "--route", "fwd", "--dry-run")
 	lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
-	if r.Code != 0 || len(lines) != 6 || lines[0] != "would discard 3 parked rows" || !strings.HasPrefix(lines[1], "ID  EFFECT   ROUTE  ATTEMPTS") ||
-		!strings.Contains(lines[2], "EvFil0:fwd") || lines[5] != "dry run: nothing changed" {
+	if r.Code != 0 || len(lines) != 7 || lines[0] != "would discard 3 parked rows" ||
+		lines[1] != "to discard exactly these: ackd outbox discard --all-parked --route fwd --expect 3" || !strings.HasPrefix(lines[2], "ID  EFFECT   ROUTE  ATTEMPTS") ||
+		!strings.Contains(lines[3], "EvFil0:fwd") || lines[6] != "dry run: nothing changed" {
 		t.Errorf("discard --dry-run: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if now := statuses(); now != before {
