@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -480,38 +479,6 @@ func (e *effects) callFunctions(ctx context.Context, job Job, token, method stri
 	if err != nil {
 		return permanent("bad_payload", "%s: %v", method, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.apiURL+method, bytes.NewReader(b))
-	if err != nil {
-		return permanent("invalid_url", "%s: %v", method, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("User-Agent", "ackd")
 	e.log.DebugContext(ctx, "slack call", "method", method, "key", job.Row.Key, "attempt", job.Attempt)
-	resp, err := e.cfg.HTTPClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusTooManyRequests {
-		return &slack.RateLimitedError{RetryAfter: retryAfter(resp.Header, e.cfg.Now())}
-	}
-	if resp.StatusCode != http.StatusOK {
-		return slack.StatusCodeError{Code: resp.StatusCode, Status: resp.Status}
-	}
-	raw, err := readBody(resp.Body)
-	if err != nil {
-		return err
-	}
-	var r struct {
-		OK    bool   `json:"ok"`
-		Error string `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return err
-	}
-	if !r.OK {
-		return slack.SlackErrorResponse{Err: r.Error}
-	}
-	return nil
+	return e.callRaw(ctx, token, method, "application/json", bytes.NewReader(b))
 }

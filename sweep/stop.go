@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -303,14 +304,22 @@ func (c sessionCall) fallback(ctx context.Context, channel, thread, status strin
 // errors are slack-go's (RateLimitedError, StatusCodeError,
 // SlackErrorResponse), so Classify and slackErr read them as any call's.
 func (e *effects) callForm(ctx context.Context, token, method string, form url.Values) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.apiURL+method, strings.NewReader(form.Encode()))
+	e.log.DebugContext(ctx, "slack call", "method", method, "channel", form.Get("channel_id"), "status", form.Get("status"))
+	return e.callRaw(ctx, token, method, "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+}
+
+// callRaw POSTs body to a Web API method with token and reads Slack's
+// answer into slack-go's errors (RateLimitedError with Retry-After,
+// StatusCodeError, SlackErrorResponse): the one request path of the calls
+// slack-go cannot make as ackd needs (callForm, callFunctions).
+func (e *effects) callRaw(ctx context.Context, token, method, contentType string, body io.Reader) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.apiURL+method, body)
 	if err != nil {
 		return permanent("invalid_url", "%s: %v", method, err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("User-Agent", "ackd")
-	e.log.DebugContext(ctx, "slack call", "method", method, "channel", form.Get("channel_id"), "status", form.Get("status"))
 	resp, err := e.cfg.HTTPClient.Do(req)
 	if err != nil {
 		return err
