@@ -18,6 +18,7 @@ import (
 
 	"github.com/ackd/ackd/config"
 	"github.com/ackd/ackd/daemon"
+	"github.com/ackd/ackd/internal/redact"
 	"github.com/ackd/ackd/store"
 	"github.com/ackd/ackd/sweep"
 )
@@ -563,6 +564,7 @@ func outboxCmd(g *globals) *cobra.Command {
 				if err != nil && !errors.Is(err, store.ErrNotFound) { // pruned since the Get: none
 					return err
 				}
+				maskShown(&r, attempts)
 				if showJSON {
 					return showRowJSON(g.stdout, r, waiting, attempts)
 				}
@@ -732,9 +734,19 @@ func showRowJSON(w io.Writer, r store.Row, waiting string, attempts []store.Atte
 // from an attempt before the one that succeeded, and says so.
 func lastError(r store.Row) string {
 	if r.Status == store.StatusDone && r.LastError != "" {
-		return "(before it succeeded) " + r.LastError
+		return "(before it succeeded) " + redact.Text(r.LastError)
 	}
-	return r.LastError
+	return redact.Text(r.LastError)
+}
+
+// maskShown masks what looks like a Slack token in the texts of a row and
+// its attempts, as an ackd before 0.x may have stored them (the sweep now
+// masks them before they are written).
+func maskShown(r *store.Row, attempts []store.Attempt) {
+	redact.Texts(&r.LastError, &r.Result, &r.Note)
+	for i := range attempts {
+		redact.Texts(&attempts[i].Error, &attempts[i].Status, &attempts[i].Result)
+	}
 }
 
 func oneLine(s string, n int) string {

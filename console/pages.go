@@ -29,7 +29,7 @@ func parseTemplates(nonce func(action string) string) (map[string]*template.Temp
 		"when":  when,
 		"route": routeOf,
 		"text":  textOf,
-		"short": func(s string, n int) string { return short(s, n) },
+		"short": func(s string, n int) string { return short(redact.Text(s), n) },
 	}
 	out := map[string]*template.Template{}
 	for _, p := range pages {
@@ -289,6 +289,12 @@ func (c *Console) row(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.Attempts, err = st.Attempts(ctx, id); err != nil {
 		problems = append(problems, "attempts: "+err.Error())
+	}
+	// An older ackd stored these texts unmasked: what looks like a token
+	// is masked here too.
+	redact.Texts(&d.Row.LastError, &d.Row.Result, &d.Row.Note)
+	for i := range d.Attempts {
+		redact.Texts(&d.Attempts[i].Error, &d.Attempts[i].Status, &d.Attempts[i].Result)
 	}
 	d.Leased = row.Status == store.StatusPending && row.ClaimToken != "" && row.ClaimExpiresAt.After(now)
 	d.Actions = actions(row, d.Leased)

@@ -40,6 +40,10 @@ type Config struct {
 	// (EffectConfig.Unavailable: a credential it lacks). Their rows stay
 	// pending for a process that can perform them.
 	Skip map[string]string
+	// Secrets gives the secrets ackd knows for a row (KnownSecrets), masked
+	// in every text stored or logged about it (mask.go); nil masks only
+	// what is shaped like a Slack token.
+	Secrets func(ctx context.Context, row store.Row, withInstall bool) []string
 	// InstanceFresh: an ackd_instances row whose heartbeat is at most this
 	// old is a live instance, when a sweep past HandBackLimit asks whether
 	// anyone can still perform a row it gives back (default 30s, the
@@ -250,6 +254,7 @@ func (s *Sweeper) logRow(level slog.Level, row store.Row, msg string, args ...an
 	if !s.log.Enabled(context.Background(), level) {
 		return
 	}
+	args = maskArgs(args, s.masker(context.Background(), row, false))
 	s.log.Log(context.Background(), level, msg, append([]any{"id", row.ID, "key", row.Key,
 		"effect", row.Effect, "attempt", attemptNumber(row)}, args...)...)
 }
@@ -410,7 +415,8 @@ func writeCtx(ctx context.Context, writeBy time.Time) (context.Context, context.
 // through CompleteBatch, which stores a note and the attempt's details.
 func (s *Sweeper) completeOne(ctx context.Context, a attempt, out Outcome, start time.Time) (string, error) {
 	row := a.row
-	hs, err := s.completeHeld(ctx, a.token, a.leaseEnd, a.writeBy, []store.Completion{out.completion(row.ID, a.started)})
+	done := maskCompletion(out.completion(row.ID, a.started), s.masker(ctx, row, false))
+	hs, err := s.completeHeld(ctx, a.token, a.leaseEnd, a.writeBy, []store.Completion{done})
 	held := err == nil && len(hs) == 1 && hs[0]
 	took := time.Since(start)
 	switch {
@@ -561,8 +567,9 @@ func (s *Sweeper) fail(ctx context.Context, a attempt, effErr error, took time.D
 			}
 		}
 	}
-	fr, err := s.store.Fail(wctx, row.ID, a.token, store.Failure{Kind: kind, Msg: f.Error(), RetryAfter: retryAfter,
-		Attempt: store.AttemptNote{StartedAt: a.started, Status: f.status()},
+	mask := s.masker(ctx, row, true) // logRow masks the lines below too
+	fr, err := s.store.Fail(wctx, row.ID, a.token, store.Failure{Kind: kind, Msg: mask(f.Error()), RetryAfter: retryAfter,
+		Attempt: store.AttemptNote{StartedAt: a.started, Status: mask(f.status())},
 		// A row handed back was not attempted: no attempt is recorded
 		// (unless it parks, which an operator must see).
 		GivenBack: f.Class == Unavailable && kind != store.FailPermanent})
@@ -691,7 +698,7 @@ func (c *completer) write(batch []completion) {
 	s := c.s
 	done := make([]store.Completion, len(batch))
 	for j, x := range batch {
-		done[j] = x.out.completion(x.row.ID, x.started)
+		done[j] = maskCompletion(x.out.completion(x.row.ID, x.started), s.masker(c.ctx, x.row, false))
 	}
 	held, err := s.completeHeld(c.ctx, c.token, batch[0].leaseEnd, time.Time{}, done)
 	for j, x := range batch {
