@@ -11,6 +11,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/ackd/ackd/internal/redact"
 	"github.com/ackd/ackd/store"
 )
 
@@ -302,7 +303,10 @@ func parseStepReply(body []byte) (stepReply, string, error) {
 // outputs, or completeError with its error. note says how this attempt got
 // there, when it is worth an operator's reading.
 func (s stepCall) complete(ctx context.Context, status int, reply stepReply, note string) (Outcome, error) {
-	method, body, kind := methodCompleteError, map[string]any{"function_execution_id": s.exec, "error": reply.Error}, stepError
+	// The workflow shows the error to its users: a token the handler
+	// echoed in it (its own execution token, the bot token) is masked.
+	msg := redact.Text(reply.Error, s.token, s.e.cfg.BotToken)
+	method, body, kind := methodCompleteError, map[string]any{"function_execution_id": s.exec, "error": msg}, stepError
 	if reply.Outputs != nil {
 		method, body, kind = methodCompleteSuccess, map[string]any{"function_execution_id": s.exec, "outputs": reply.Outputs}, stepSuccess
 	}

@@ -151,6 +151,21 @@ func TestStepEffect(t *testing.T) {
 		}
 	})
 
+	t.Run("a handler's error naming its execution token or the bot token reaches the workflow masked", func(t *testing.T) {
+		r := newStepRig(t, 5*time.Minute)
+		r.handler.Script(fakeslack.Response{Body: `{"error":"token ` + r.token + ` (bot xoxb-bot) is not allowed here"}`})
+		r.sweep()
+		x, _ := r.api.Execution(r.exec)
+		if x.Outcome != "error" || x.Error != "token xwfp-…(masked) (bot xoxb-…(masked)) is not allowed here" {
+			t.Fatalf("completeError sent %+v", x)
+		}
+		for _, c := range r.api.Calls() {
+			if strings.Contains(c.Params.Encode(), r.token[5:]) {
+				t.Fatalf("%s was sent the token in its body: %v", c.Method, c.Params)
+			}
+		}
+	})
+
 	t.Run("the last attempt ends the step with completeError, then parks", func(t *testing.T) {
 		r := newStepRig(t, 5*time.Minute)
 		r.handler.Script(fakeslack.Status(502), fakeslack.Status(502), fakeslack.Status(502))
