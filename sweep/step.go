@@ -167,6 +167,14 @@ func (e *effects) step(ctx context.Context, job Job) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, s.fail(ctx, permanent("invalid_reply", "step: the handler's reply: %v", err))
 	}
+	// What the workflow shows and ackd keeps of the reply (its error, its
+	// outputs) never holds a token the handler echoed: its own execution
+	// token, the bot token, or anything shaped like one. The masks are
+	// plain text, so outputs stay the JSON they were.
+	reply.Error = redact.Text(reply.Error, s.token, e.cfg.BotToken)
+	if reply.Outputs != nil {
+		reply.Outputs = json.RawMessage(redact.Text(string(reply.Outputs), s.token, e.cfg.BotToken))
+	}
 	if kind == stepOpen {
 		o := result(stepResult{Status: resp.status, Step: stepOpen})
 		if p.Source == SourceEvent {
@@ -303,8 +311,7 @@ func parseStepReply(body []byte) (stepReply, string, error) {
 // outputs, or completeError with its error. note says how this attempt got
 // there, when it is worth an operator's reading.
 func (s stepCall) complete(ctx context.Context, status int, reply stepReply, note string) (Outcome, error) {
-	// The workflow shows the error to its users: a token the handler
-	// echoed in it (its own execution token, the bot token) is masked.
+	// Masked again: a reply an older ackd saved was not.
 	msg := redact.Text(reply.Error, s.token, s.e.cfg.BotToken)
 	method, body, kind := methodCompleteError, map[string]any{"function_execution_id": s.exec, "error": msg}, stepError
 	if reply.Outputs != nil {

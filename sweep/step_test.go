@@ -159,10 +159,23 @@ func TestStepEffect(t *testing.T) {
 		if x.Outcome != "error" || x.Error != "token xwfp-…(masked) (bot xoxb-…(masked)) is not allowed here" {
 			t.Fatalf("completeError sent %+v", x)
 		}
+		if row := r.row(""); strings.Contains(row.Result, r.token[5:]) || strings.Contains(row.Result, "xoxb-bot") {
+			t.Fatalf("the saved reply holds a token: %s", row.Result)
+		}
 		for _, c := range r.api.Calls() {
 			if strings.Contains(c.Params.Encode(), r.token[5:]) {
 				t.Fatalf("%s was sent the token in its body: %v", c.Method, c.Params)
 			}
+		}
+	})
+
+	t.Run("outputs naming a token reach the workflow masked, and stay JSON", func(t *testing.T) {
+		r := newStepRig(t, 5*time.Minute)
+		r.handler.Script(fakeslack.Response{Body: `{"outputs":{"note":"used ` + r.token + `","n":1}}`})
+		r.sweep()
+		x, _ := r.api.Execution(r.exec)
+		if x.Outcome != "success" || string(x.Outputs) != `{"note":"used xwfp-…(masked)","n":1}` {
+			t.Fatalf("completeSuccess sent %+v (%s)", x, x.Outputs)
 		}
 	})
 
