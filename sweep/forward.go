@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/ackd/ackd/internal/redact"
 	"github.com/ackd/ackd/internal/slacksig"
 	"github.com/ackd/ackd/store"
 )
@@ -95,6 +96,10 @@ func (e *effects) toHandler(ctx context.Context, job Job, env json.RawMessage) (
 // followUp turns a handler's reply into the row that delivers it. ok is false
 // when the reply asks for nothing: not a JSON object, or no text and no blocks.
 func followUp(job Job, reply []byte) (row store.NewRow, ok bool, err error) {
+	// A token the handler echoed is not posted, nor kept in the reply's
+	// row. A mask is plain text inside a JSON string: the reply stays
+	// the JSON it was.
+	reply = []byte(redact.Text(string(reply)))
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(reply, &fields) != nil {
 		return store.NewRow{}, false, nil

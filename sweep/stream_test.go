@@ -844,3 +844,48 @@ func TestStreamLongRetryAfterAsksTheAgentUnderANewNumber(t *testing.T) {
 		t.Fatalf("agent asked %+v: want attempts 1, then 2", calls)
 	}
 }
+
+// Issue 38.3: a token the agent echoes is masked, though it arrives split
+// over lines: no call to Slack carries any piece of it, the saved progress
+// does not keep it, and the rest of the answer is shown as it came.
+func TestStreamEchoedTokenIsMasked(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	f.agent.answer(ndjson(10*time.Millisecond, textLine("Your bot token is xo"), textLine("xb-1-2-SEC"), textLine("RET. Keep "), textLine("it safe.")))
+	if res := f.run(t); res.Done != 1 {
+		t.Fatalf("RunOnce = %+v, want the row done", res)
+	}
+	f.mustShow(t, "Your bot token is xoxb-…(masked). Keep it safe.")
+	for _, c := range f.slack.Calls() {
+		if p := c.Params.Encode(); strings.Contains(p, "SEC") || strings.Contains(p, "1-2") {
+			t.Errorf("%s carried a piece of the token: %s", c.Method, p)
+		}
+	}
+	if p := f.progress(t); strings.Contains(p.Text, "SEC") {
+		t.Errorf("the saved progress keeps the token: %q", p.Text)
+	}
+}
+
+// A JSON answer (one post, by its own row) is masked too, in its text and
+// blocks, before the reply's row is written.
+func TestStreamJSONAnswerEchoedTokenIsMasked(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	f.agent.answer(jsonAnswer(`{"text":"use xapp-1-A1-SECRET","blocks":[{"type":"section","text":{"type":"mrkdwn","text":"xoxb-9-SECRET"}}]}`))
+	if res := f.run(t); res.Done != 1 || res.FollowUps != 1 {
+		t.Fatalf("first sweep %+v, want done with one follow-up", res)
+	}
+	reply, err := f.st.GetByKey(context.Background(), streamKey+":reply")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(reply.Payload, "SECRET") || !strings.Contains(reply.Payload, "xoxb-…(masked)") {
+		t.Fatalf("the reply's row keeps %s", reply.Payload)
+	}
+	if res := f.run(t); res.Done != 1 {
+		t.Fatalf("second sweep %+v, want the post done", res)
+	}
+	if msgs := f.answer(); len(msgs) != 1 || msgs[0].Text != "use xapp-…(masked)" {
+		t.Fatalf("thread %+v, want the masked answer", msgs)
+	}
+}

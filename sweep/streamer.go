@@ -16,6 +16,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/ackd/ackd/internal/redact"
 	"github.com/ackd/ackd/store"
 )
 
@@ -61,8 +62,15 @@ import (
 // agentReply is an NDJSON answer being read: a reader goroutine appends
 // to it, the streamer takes snapshots.
 type agentReply struct {
-	mu        sync.Mutex
+	mu sync.Mutex
+	// text is the answer read so far with what is shaped like a Slack
+	// token masked (a token the agent echoed is neither shown in Slack nor
+	// kept in the row's progress); the last word is held by mask until
+	// the text goes on past it or ends. chars counts the characters read,
+	// against max_chars.
 	text      []rune
+	mask      redact.Stream
+	chars     int
 	status    string
 	statusSeq int
 	done      bool          // the answer ended: its end, a read error, or max_chars
@@ -118,13 +126,17 @@ func (r *agentReply) read(body io.Reader, maxChars int, asked time.Time) {
 		stop := false
 		if l.Text != nil && *l.Text != "" {
 			add := []rune(*l.Text)
-			if room := maxChars - len(r.text); len(add) > room {
+			if room := maxChars - r.chars; len(add) > room {
 				add, r.cut, r.done, stop = add[:room], true, true, true
 			}
-			if len(r.text) == 0 && len(add) > 0 {
+			if r.chars == 0 && len(add) > 0 {
 				r.firstText = max(time.Since(asked), time.Nanosecond)
 			}
-			r.text = append(r.text, add...)
+			r.chars += len(add)
+			r.text = append(r.text, []rune(r.mask.Add(string(add)))...)
+			if stop {
+				r.text = append(r.text, []rune(r.mask.Flush())...)
+			}
 		}
 		r.mu.Unlock()
 		r.signal()
@@ -133,6 +145,7 @@ func (r *agentReply) read(body io.Reader, maxChars int, asked time.Time) {
 		}
 	}
 	r.mu.Lock()
+	r.text = append(r.text, []rune(r.mask.Flush())...)
 	r.done, r.err = true, sc.Err()
 	r.mu.Unlock()
 	r.signal()

@@ -34,3 +34,48 @@ func TestTextMaskedTokenNotLeft(t *testing.T) {
 		t.Fatalf("a cut token is still shown: %q", got)
 	}
 }
+
+// A token split over any two pieces is masked whole, and what Stream
+// returns, piece by piece, is what Text makes of the whole answer.
+func TestStreamMasksTokensAcrossPieces(t *testing.T) {
+	answer := "Your token is xoxb-1234-5678-abcdefSECRET. Keep it, and xapp-1-A2-ff too; boxoxb-1 is a word, xwfp no; 日本語 ok x"
+	want := Text(answer)
+	if strings.Contains(want, "SECRET") || !strings.Contains(want, "xoxb-…(masked).") || !strings.Contains(want, "boxoxb-1") {
+		t.Fatalf("Text(%q) = %q", answer, want)
+	}
+	runes := []rune(answer)
+	for cut := 0; cut <= len(runes); cut++ {
+		for cut2 := cut; cut2 <= len(runes); cut2 += 7 {
+			var m Stream
+			var got strings.Builder
+			for _, piece := range []string{string(runes[:cut]), string(runes[cut:cut2]), string(runes[cut2:])} {
+				out := m.Add(piece)
+				if strings.Contains(out, "SECRET") || strings.Contains(out, "1234") {
+					t.Fatalf("cut at %d,%d: a piece of the token was let out: %q", cut, cut2, out)
+				}
+				got.WriteString(out)
+			}
+			got.WriteString(m.Flush())
+			if got.String() != want {
+				t.Fatalf("cut at %d,%d: %q, want %q", cut, cut2, got.String(), want)
+			}
+		}
+	}
+}
+
+// An answer that ends in a token's middle is masked at Flush.
+func TestStreamFlushMasksTheLastWord(t *testing.T) {
+	var m Stream
+	if out := m.Add("plain words go out at once"); out != "plain words go out at once" {
+		t.Fatalf("Add = %q", out)
+	}
+	if out := m.Add(" done: xoxp-99"); out != " done: " {
+		t.Fatalf("Add = %q", out)
+	}
+	if out := m.Add("88-SECRET"); out != "" {
+		t.Fatalf("Add = %q", out)
+	}
+	if out := m.Flush(); out != "xoxp-…(masked)" {
+		t.Fatalf("Flush = %q", out)
+	}
+}
