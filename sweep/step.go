@@ -364,8 +364,8 @@ func (s stepCall) fail(ctx context.Context, f *Failure) error {
 	if last {
 		what = fmt.Sprintf("failed on its last attempt (%d)", s.job.Row.Attempts+1)
 	}
-	msg := fmt.Sprintf("ackd could not complete this step: its handler %s (%s); an operator can read why with `ackd outbox show %d`",
-		what, f.Code, s.job.Row.ID)
+	msg := redact.Text(fmt.Sprintf("ackd could not complete this step: its handler %s (%s); an operator can read why with `ackd outbox show %d`",
+		what, f.Code, s.job.Row.ID), s.token, s.e.cfg.BotToken)
 	cctx, cancel := completeCtx(ctx)
 	defer cancel()
 	err := s.e.callFunctions(cctx, s.job, s.token, methodCompleteError, map[string]any{"function_execution_id": s.exec, "error": msg})
