@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,40 @@ func endless(gap time.Duration, closed chan<- struct{}) func(http.ResponseWriter
 			if _, err := fmt.Fprintln(w, textLine(fmt.Sprintf("word%d ", i))); err != nil {
 				return err
 			}
+			fl.Flush()
+			select {
+			case <-time.After(gap):
+			case <-r.Context().Done():
+				return r.Context().Err()
+			}
+		}
+	}
+}
+
+// pausable is endless until pause is closed, then writes nothing more
+// (holding the request open) and closes quiet; written counts its text's
+// characters. A test waits until the thread shows them all: from then on
+// no chat.appendStream is made, and a Stop is heard only by its event.
+func pausable(gap time.Duration, closed chan<- struct{}, pause <-chan struct{}, quiet chan<- struct{}, written *atomic.Int64) func(http.ResponseWriter, *http.Request) error {
+	var once sync.Once
+	return func(w http.ResponseWriter, r *http.Request) error {
+		defer once.Do(func() { close(closed) })
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		fl := w.(http.Flusher)
+		for i := 0; ; i++ {
+			select {
+			case <-pause:
+				close(quiet)
+				<-r.Context().Done()
+				return r.Context().Err()
+			default:
+			}
+			word := fmt.Sprintf("word%d ", i)
+			if _, err := fmt.Fprintln(w, textLine(word)); err != nil {
+				return err
+			}
+			written.Add(int64(len(word)))
 			fl.Flush()
 			select {
 			case <-time.After(gap):
@@ -145,11 +180,24 @@ func TestStopWithTheEvent(t *testing.T) {
 	t.Parallel()
 	f := newStreamFixture(t)
 	closed := make(chan struct{})
-	f.agent.answer(endless(20*time.Millisecond, closed))
+	pause, agentQuiet := make(chan struct{}), make(chan struct{})
+	var written atomic.Int64
+	f.agent.answer(pausable(20*time.Millisecond, closed, pause, agentQuiet, &written))
 	reg := sweep.Effects(f.ec) // one process: the stop is heard at once
 	streamSweep := sweep.New(f.st, reg, sweep.Config{Lease: time.Minute, Workers: 1}, quiet(), nil)
 	wait := f.streamRunning(t, streamSweep)
 	waitFor(t, "text in the thread", func() bool { return len(f.slack.CallsTo("chat.appendStream")) >= 2 })
+	// The agent pauses and the thread catches up with it, so that no
+	// append can hear the Stop before its event is performed.
+	close(pause)
+	<-agentQuiet
+	waitFor(t, "the thread to show all the agent wrote", func() bool {
+		shown := 0
+		for _, m := range f.answer() {
+			shown += len(m.Text)
+		}
+		return written.Load() > 0 && int64(shown) == written.Load()
+	})
 
 	ev := f.slack.StopByUser(streamChannel, streamTS, "U1")
 	f.stopRow(t, "EvStop1", ev)
