@@ -24,24 +24,7 @@ import (
 // endless answers one short line every gap until the client closes the
 // request, then closes closed: an agent still answering when Stop comes.
 func endless(gap time.Duration, closed chan<- struct{}) func(http.ResponseWriter, *http.Request) error {
-	var once sync.Once
-	return func(w http.ResponseWriter, r *http.Request) error {
-		defer once.Do(func() { close(closed) })
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		w.WriteHeader(http.StatusOK)
-		fl := w.(http.Flusher)
-		for i := 0; ; i++ {
-			if _, err := fmt.Fprintln(w, textLine(fmt.Sprintf("word%d ", i))); err != nil {
-				return err
-			}
-			fl.Flush()
-			select {
-			case <-time.After(gap):
-			case <-r.Context().Done():
-				return r.Context().Err()
-			}
-		}
-	}
+	return pausable(gap, closed, nil, nil, new(atomic.Int64)) // a nil pause never comes
 }
 
 // pausable is endless until pause is closed, then writes nothing more
