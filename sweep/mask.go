@@ -1,8 +1,10 @@
 package sweep
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ackd/ackd/internal/redact"
@@ -16,26 +18,49 @@ import (
 // the database, its WAL, the log, `outbox show` and the console must
 // never hold it.
 
-// KnownSecrets returns the Config.Secrets of a sweep performing cfg's
-// effects: the row's execution tokens (opened from its stored request),
-// the bot token (SLACK_BOT_TOKEN, or with [oauth] the row's installation's
-// when withInstall), the forward and redeliver secrets, and extra (the
-// signing secret, the app token…).
-func KnownSecrets(cfg EffectConfig, extra ...string) func(ctx context.Context, row store.Row, withInstall bool) []string {
-	return func(ctx context.Context, row store.Row, withInstall bool) []string {
-		known := append([]string{cfg.BotToken, cfg.ForwardSecret, cfg.RedeliverSecret}, extra...)
-		known = append(known, executionTokens(cfg, row)...)
-		if withInstall && cfg.Tokens != nil {
-			if p, err := DecodePayload(row.Payload); err == nil && p.Facts.Install != "" {
-				tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				if tok, err := cfg.Tokens.BotToken(tctx, p.Facts.Install); err == nil {
-					known = append(known, tok)
-				}
-				cancel()
+// KnownSecrets returns the Config.Mask of a sweep performing cfg's
+// effects. It masks the process's own secrets (the bot token
+// SLACK_BOT_TOKEN, the forward and redeliver secrets, and extra: the
+// signing secret, the app token…) and the row's: its execution tokens
+// (opened from its stored request) and, when withInstall, its
+// installation's bot token ([oauth]). The row's are Slack tokens, so they
+// are looked up, once per mask, only for a text that holds a token's
+// prefix: most texts ("200", a ts) cost no request opened and no query.
+func KnownSecrets(cfg EffectConfig, extra ...string) func(ctx context.Context, row store.Row, withInstall bool) func(string) string {
+	own := append([]string{cfg.BotToken, cfg.ForwardSecret, cfg.RedeliverSecret}, extra...)
+	return func(ctx context.Context, row store.Row, withInstall bool) func(string) string {
+		known, looked := own, false
+		return func(t string) string {
+			if !looked && mayHoldToken(t) {
+				known, looked = append(append(own[:len(own):len(own)], executionTokens(cfg, row)...), installToken(ctx, cfg, row, withInstall)...), true
 			}
+			return redact.Text(t, known...)
 		}
-		return known
 	}
+}
+
+// mayHoldToken: t holds the prefix of a bot or execution token.
+func mayHoldToken(t string) bool {
+	return strings.Contains(t, "xox") || strings.Contains(t, "xwf")
+}
+
+// installToken is the bot token of row's installation ([oauth]), when
+// withInstall and it can be read.
+func installToken(ctx context.Context, cfg EffectConfig, row store.Row, withInstall bool) []string {
+	if !withInstall || cfg.Tokens == nil {
+		return nil
+	}
+	p, err := DecodePayload(row.Payload)
+	if err != nil || p.Facts.Install == "" {
+		return nil
+	}
+	tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	tok, err := cfg.Tokens.BotToken(tctx, p.Facts.Install)
+	if err != nil {
+		return nil
+	}
+	return []string{tok}
 }
 
 // executionTokens lists the execution tokens of row's stored request, in
@@ -46,6 +71,9 @@ func executionTokens(cfg EffectConfig, row store.Row) []string {
 		return nil
 	}
 	body := req.Body
+	if !bytes.Contains(body, []byte(tokenKey)) {
+		return nil // no bot_access_token, sealed or not
+	}
 	if HasSealedTokens(body) {
 		if cfg.Sealer == nil {
 			return nil
@@ -67,15 +95,14 @@ func executionTokens(cfg EffectConfig, row store.Row) []string {
 	return findTokens(doc, nil)
 }
 
-// masker returns the mask of row's texts; withInstall also asks the
-// token source for the installation's bot token (a failure's texts, not
-// every completion's: a bot token is also caught by its shape).
+// masker returns the mask of row's texts (Config.Mask); withInstall
+// also masks the installation's bot token (a failure's texts, not every
+// completion's: a bot token is also caught by its shape).
 func (s *Sweeper) masker(ctx context.Context, row store.Row, withInstall bool) func(string) string {
-	var known []string
-	if s.cfg.Secrets != nil {
-		known = s.cfg.Secrets(ctx, row, withInstall)
+	if s.cfg.Mask != nil {
+		return s.cfg.Mask(ctx, row, withInstall)
 	}
-	return func(t string) string { return redact.Text(t, known...) }
+	return func(t string) string { return redact.Text(t) }
 }
 
 // maskCompletion masks what c stores as text.

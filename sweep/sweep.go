@@ -40,10 +40,10 @@ type Config struct {
 	// (EffectConfig.Unavailable: a credential it lacks). Their rows stay
 	// pending for a process that can perform them.
 	Skip map[string]string
-	// Secrets gives the secrets ackd knows for a row (KnownSecrets), masked
-	// in every text stored or logged about it (mask.go); nil masks only
+	// Mask gives the mask of every text stored or logged about a row: the
+	// secrets ackd knows for it (KnownSecrets, mask.go); nil masks only
 	// what is shaped like a Slack token.
-	Secrets func(ctx context.Context, row store.Row, withInstall bool) []string
+	Mask func(ctx context.Context, row store.Row, withInstall bool) func(string) string
 	// InstanceFresh: an ackd_instances row whose heartbeat is at most this
 	// old is a live instance, when a sweep past HandBackLimit asks whether
 	// anyone can still perform a row it gives back (default 30s, the
