@@ -163,13 +163,20 @@ func TestReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range sweeps.failures {
-		t.Errorf("ackd sweep --once failed: %s", f.Msg)
-	}
-
 	var faults []fault
 	for _, r := range rigs {
 		faults = append(faults, r.injected()...)
+	}
+	// A stall stops every replica at once, some inside a claim's
+	// transaction: the rows it locked stay locked for the whole stall, and
+	// a hand-run sweep then claims nothing and says which transactions
+	// hold them (exit 1), as documented. Any other failure is a finding.
+	for _, f := range sweeps.failures {
+		if strings.Contains(f.Msg, "other transactions hold locks on the outbox") && stalledWithin(faults, f.Start, f.End) {
+			t.Logf("ackd sweep --once during a stall: %s", f.Msg)
+			continue
+		}
+		t.Errorf("ackd sweep --once failed: %s", f.Msg)
 	}
 	st := collect(t, dbh, rigs[0].logs(), faults, player, fwd, slack, reactScript, postScript)
 	st.sweepRuns = sweeps.runs
