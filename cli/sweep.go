@@ -66,7 +66,7 @@ func sweepCmd(g *globals) *cobra.Command {
 				}
 				sc := daemon.SweepConfig(cfg)
 				sc.Skip = ec.Unavailable()
-				sc.Mask = sweep.KnownSecrets(ec, sec.SigningSecret, sec.AppToken, sec.ClientSecret)
+				sc.Mask = sweep.SecretMask(ec, sec.SigningSecret, sec.AppToken, sec.ClientSecret)
 				if routed := cfg.RoutedSkips(sc.Skip); len(routed) > 0 {
 					fmt.Fprintf(g.stderr, "ackd sweep: not claiming rows this process cannot perform: %s\n", sweep.SkipSummary(routed))
 				}

@@ -213,7 +213,7 @@ func (s *Server) Open(ctx context.Context) (err error) {
 	}
 	sc := SweepConfig(s.cfg)
 	sc.Skip = ec.Unavailable()
-	sc.Mask = sweep.KnownSecrets(ec, s.opts.Secrets.SigningSecret, s.opts.Secrets.AppToken, s.opts.Secrets.ClientSecret)
+	sc.Mask = sweep.SecretMask(ec, s.opts.Secrets.SigningSecret, s.opts.Secrets.AppToken, s.opts.Secrets.ClientSecret)
 	s.sweeper = sweep.New(st, sweep.Effects(ec), sc, s.opts.Logger, s.metrics)
 	s.performs = s.sweeper.Performs(ec)
 

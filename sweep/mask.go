@@ -18,7 +18,7 @@ import (
 // the database, its WAL, the log, `outbox show` and the console must
 // never hold it.
 
-// KnownSecrets returns the Config.Mask of a sweep performing cfg's
+// SecretMask returns the Config.Mask of a sweep performing cfg's
 // effects. It masks the process's own secrets (the bot token
 // SLACK_BOT_TOKEN, the forward and redeliver secrets, and extra: the
 // signing secret, the app token…) and the row's: its execution tokens
@@ -26,7 +26,7 @@ import (
 // installation's bot token ([oauth]). The row's are Slack tokens, so they
 // are looked up, once per mask, only for a text that holds a token's
 // prefix: most texts ("200", a ts) cost no request opened and no query.
-func KnownSecrets(cfg EffectConfig, extra ...string) func(ctx context.Context, row store.Row, withInstall bool) func(string) string {
+func SecretMask(cfg EffectConfig, extra ...string) func(ctx context.Context, row store.Row, withInstall bool) func(string) string {
 	own := append([]string{cfg.BotToken, cfg.ForwardSecret, cfg.RedeliverSecret}, extra...)
 	return func(ctx context.Context, row store.Row, withInstall bool) func(string) string {
 		known, looked := own, false

@@ -41,7 +41,7 @@ type Config struct {
 	// pending for a process that can perform them.
 	Skip map[string]string
 	// Mask gives the mask of every text stored or logged about a row: the
-	// secrets ackd knows for it (KnownSecrets, mask.go); nil masks only
+	// secrets ackd knows for it (SecretMask, mask.go); nil masks only
 	// what is shaped like a Slack token.
 	Mask func(ctx context.Context, row store.Row, withInstall bool) func(string) string
 	// InstanceFresh: an ackd_instances row whose heartbeat is at most this
